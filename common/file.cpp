@@ -1,0 +1,235 @@
+#include "common/file.h"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "common/error.h"
+
+namespace pretrain {
+
+namespace fs = std::filesystem;
+static constexpr size_t kBufferBytes = 1 << 20;
+
+AtomicFile::AtomicFile(std::string path, bool open_fd)
+    : path_(std::move(path)), tmp_path_(cat(path_, ".tmp-", ::getpid())) {
+  if (open_fd) {
+    fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw_errno("cannot create", tmp_path_);
+    buffer_.reserve(kBufferBytes);
+  }
+}
+
+AtomicFile::AtomicFile(AtomicFile&& o) noexcept
+    : path_(std::move(o.path_)), tmp_path_(std::move(o.tmp_path_)), fd_(o.fd_), done_(o.done_),
+      written_(o.written_), buffer_(std::move(o.buffer_)) {
+  o.fd_ = -1;
+  o.done_ = true;
+}
+
+AtomicFile::~AtomicFile() {
+  if (!done_) abandon();
+}
+
+void AtomicFile::write(const void* data, size_t n) {
+  if (fd_ < 0) throw Error(Where{tmp_path_}, "write on a file that is not open");
+  written_ += n;
+  if (buffer_.size() + n <= kBufferBytes) {
+    buffer_.insert(buffer_.end(), static_cast<const char*>(data), static_cast<const char*>(data) + n);
+    return;
+  }
+  flush();
+  if (n >= kBufferBytes) {  // large writes go straight through
+    const char* p = static_cast<const char*>(data);
+    while (n) {
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        throw_errno("write failed", tmp_path_);
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+  } else {
+    buffer_.insert(buffer_.end(), static_cast<const char*>(data), static_cast<const char*>(data) + n);
+  }
+}
+
+void AtomicFile::flush() {
+  const char* p = buffer_.data();
+  size_t n = buffer_.size();
+  while (n) {
+    ssize_t w = ::write(fd_, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("write failed", tmp_path_);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  buffer_.clear();
+}
+
+static void fsync_path(const std::string& path, int flags) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) throw_errno("cannot open for fsync", path);
+  ::fsync(fd);
+  ::close(fd);
+}
+
+void AtomicFile::commit() {
+  if (done_) throw Error(Where{path_}, "commit() called twice");
+  if (fd_ >= 0) {
+    flush();
+    if (::fsync(fd_) != 0) throw_errno("fsync failed", tmp_path_);
+    ::close(fd_);
+    fd_ = -1;
+  } else {
+    fsync_path(tmp_path_, O_RDONLY);
+  }
+  if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) throw_errno("cannot rename onto", path_);
+  done_ = true;
+  std::string dir = dir_name(path_);
+  fsync_path(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);
+}
+
+void AtomicFile::abandon() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::unlink(tmp_path_.c_str());
+  done_ = true;
+}
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_errno("cannot open", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    throw_errno("cannot stat", path);
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      throw_errno("cannot mmap", path);
+    }
+    data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+MappedFile::MappedFile(MappedFile&& o) noexcept : path_(std::move(o.path_)), data_(o.data_), size_(o.size_) {
+  o.data_ = nullptr;
+  o.size_ = 0;
+}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+    path_ = std::move(o.path_);
+    data_ = o.data_;
+    size_ = o.size_;
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+void MappedFile::advise_random() const {
+  if (data_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_RANDOM);
+}
+void MappedFile::advise_sequential() const {
+  if (data_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_SEQUENTIAL);
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+uint64_t file_size(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw_errno("cannot stat", path);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+std::string read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_errno("cannot open", path);
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      throw_errno("read failed", path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+void write_file_atomic(const std::string& path, std::string_view contents) {
+  AtomicFile f(path);
+  f.write(contents);
+  f.commit();
+}
+
+void make_dirs(const std::string& path) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) throw Error(Where{path}, "cannot create directory: " + ec.message());
+}
+
+std::string path_join(const std::string& dir, const std::string& name) {
+  if (dir.empty() || (!name.empty() && name[0] == '/')) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+std::string base_name(const std::string& path) { return fs::path(path).filename().string(); }
+
+std::string dir_name(const std::string& path) { return fs::path(path).parent_path().string(); }
+
+std::vector<std::string> expand_inputs(const std::vector<std::string>& patterns, const std::string& dir_suffix) {
+  std::vector<std::string> out;
+  for (const std::string& pattern : patterns) {
+    std::vector<std::string> matched;
+    std::error_code ec;
+    if (fs::is_directory(pattern, ec)) {
+      for (const auto& entry : fs::recursive_directory_iterator(pattern, ec)) {
+        if (!entry.is_regular_file()) continue;
+        std::string p = entry.path().string();
+        if (p.find(".tmp-") != std::string::npos) continue;  // someone's unfinished output
+        if (dir_suffix.empty() || (p.size() >= dir_suffix.size() &&
+                                   p.compare(p.size() - dir_suffix.size(), dir_suffix.size(), dir_suffix) == 0))
+          matched.push_back(p);
+      }
+    } else {
+      glob_t g{};
+      if (::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g) == 0)
+        for (size_t i = 0; i < g.gl_pathc; ++i) matched.push_back(g.gl_pathv[i]);
+      globfree(&g);
+    }
+    if (matched.empty()) throw UsageError(Where{pattern}, "no input files match");
+    std::sort(matched.begin(), matched.end());
+    out.insert(out.end(), matched.begin(), matched.end());
+  }
+  return out;
+}
+
+}  // namespace pretrain

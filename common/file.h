@@ -1,0 +1,81 @@
+// Files: atomic outputs (write name.tmp-<pid>, fsync, rename; removed unless committed), read-only
+// memory maps, and small helpers. An interrupted run never leaves a half file under the real name.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pretrain {
+
+class AtomicFile {
+ public:
+  // open_fd = false for writers that open the temp path themselves (HDF5).
+  explicit AtomicFile(std::string path, bool open_fd = true);
+  ~AtomicFile();  // removes the temp file unless commit() ran
+  AtomicFile(AtomicFile&& other) noexcept;
+  AtomicFile& operator=(AtomicFile&&) = delete;
+  AtomicFile(const AtomicFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::string& tmp_path() const { return tmp_path_; }
+  uint64_t bytes_written() const { return written_; }
+
+  void write(const void* data, size_t n);  // buffered
+  void write(std::string_view s) { write(s.data(), s.size()); }
+  template <typename T>
+  void write_pod(const T& v) { write(&v, sizeof v); }
+  void flush();
+
+  // Flushes, fsyncs and renames onto path(); fsyncs the directory. Call once.
+  void commit();
+  void abandon();  // remove the temp file now
+
+ private:
+  std::string path_, tmp_path_;
+  int fd_ = -1;
+  bool done_ = false;
+  uint64_t written_ = 0;
+  std::vector<char> buffer_;
+};
+
+// Read-only mapping of a whole file. An empty file maps to an empty span.
+class MappedFile {
+ public:
+  MappedFile() = default;
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  // Tell the kernel how the map will be read (MADV_RANDOM for random access, …).
+  void advise_random() const;
+  void advise_sequential() const;
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+bool file_exists(const std::string& path);
+uint64_t file_size(const std::string& path);             // throws Error when missing
+std::string read_file(const std::string& path);           // whole file
+void write_file_atomic(const std::string& path, std::string_view contents);
+void make_dirs(const std::string& path);                  // mkdir -p
+std::string path_join(const std::string& dir, const std::string& name);
+std::string base_name(const std::string& path);
+std::string dir_name(const std::string& path);
+// Glob pattern(s) or directories → sorted file list; a directory yields files whose names match
+// `dir_suffix` (empty: every regular file). Throws UsageError when a pattern matches nothing.
+std::vector<std::string> expand_inputs(const std::vector<std::string>& patterns,
+                                       const std::string& dir_suffix = "");
+
+}  // namespace pretrain

@@ -1,0 +1,153 @@
+#include "common/manifest.h"
+
+#include "common/error.h"
+#include "common/file.h"
+#include "common/hash.h"
+
+namespace pretrain {
+
+using nlohmann::json;
+
+json Manifest::to_json() const {
+  json j;
+  j["format"] = format;
+  j["version"] = version;
+  json tok;
+  tok["kind"] = tokenizer.kind;
+  tok["vocab_hash"] = tokenizer.vocab_hash;
+  tok["vocab_size"] = tokenizer.vocab_size;
+  tok["special_ids"] = tokenizer.special_ids;
+  j["tokenizer"] = tok;
+  j["seq_len"] = seq_len;
+  j["max_predictions"] = max_predictions;
+  j["created_by"] = {{"tool", tool}, {"args", args}};
+  j["created_by"]["seed"] = seed ? json(*seed) : json(nullptr);
+  j["complete"] = complete;
+  j["stats"] = stats;
+  j["extra"] = extra;
+  json shard_list = json::array();
+  for (const ShardEntry& s : shards) {
+    json e = {{"file", s.file}, {"records", s.records}, {"bytes", s.bytes}, {"xxh3", s.xxh3}};
+    if (!s.companions.empty()) e["companions"] = s.companions;
+    shard_list.push_back(e);
+  }
+  j["shards"] = shard_list;
+  return j;
+}
+
+Manifest Manifest::from_json(const json& j, const std::string& source) {
+  // Every field access names the field when it fails.
+  auto field = [&](const json& obj, const char* name, const char* where) -> const json& {
+    if (!obj.is_object() || !obj.contains(name))
+      throw Error(Where{source}, cat("expected field '", name, "' in ", where));
+    return obj.at(name);
+  };
+  Manifest m;
+  try {
+    m.format = field(j, "format", "the manifest").get<std::string>();
+    m.version = field(j, "version", "the manifest").get<int>();
+    if (m.version != kManifestVersion)
+      throw Error(Where{source}, cat("expected manifest version ", kManifestVersion, ", found ", m.version));
+    if (j.contains("tokenizer")) {
+      const json& t = j["tokenizer"];
+      m.tokenizer.kind = t.value("kind", "");
+      m.tokenizer.vocab_hash = t.value("vocab_hash", "");
+      m.tokenizer.vocab_size = t.value("vocab_size", int64_t{0});
+      if (t.contains("special_ids")) m.tokenizer.special_ids = t["special_ids"].get<std::map<std::string, int64_t>>();
+    }
+    m.seq_len = j.value("seq_len", int64_t{0});
+    m.max_predictions = j.value("max_predictions", int64_t{0});
+    if (j.contains("created_by")) {
+      const json& c = j["created_by"];
+      m.tool = c.value("tool", "");
+      if (c.contains("args")) m.args = c["args"].get<std::vector<std::string>>();
+      if (c.contains("seed") && !c["seed"].is_null()) m.seed = c["seed"].get<uint64_t>();
+    }
+    m.complete = j.value("complete", true);
+    if (j.contains("stats")) m.stats = j["stats"];
+    if (j.contains("extra")) m.extra = j["extra"];
+    const json& list = field(j, "shards", "the manifest");
+    if (!list.is_array()) throw Error(Where{source}, "expected 'shards' to be an array");
+    for (size_t i = 0; i < list.size(); ++i) {
+      const json& e = list[i];
+      ShardEntry s;
+      std::string where = cat("shards[", i, "]");
+      s.file = field(e, "file", where.c_str()).get<std::string>();
+      s.records = field(e, "records", where.c_str()).get<uint64_t>();
+      s.bytes = field(e, "bytes", where.c_str()).get<uint64_t>();
+      s.xxh3 = field(e, "xxh3", where.c_str()).get<std::string>();
+      if (e.contains("companions")) s.companions = e["companions"].get<std::map<std::string, std::string>>();
+      if (s.file.empty() || s.file.find("..") != std::string::npos || s.file[0] == '/')
+        throw Error(Where{source}, cat("expected a plain file name in ", where, ", found '", s.file, "'"));
+      m.shards.push_back(std::move(s));
+    }
+  } catch (const json::exception& e) {
+    throw Error(Where{source}, cat("malformed manifest: ", e.what()));
+  }
+  return m;
+}
+
+Manifest Manifest::read(const std::string& path) {
+  std::string text = read_file(path);
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw Error(Where{path}, "expected a JSON manifest, found text that does not parse");
+  return from_json(j, path);
+}
+
+void Manifest::write(const std::string& path) const { write_file_atomic(path, to_json().dump(2) + "\n"); }
+
+uint64_t Manifest::total_records() const {
+  uint64_t n = 0;
+  for (const ShardEntry& s : shards) n += s.records;
+  return n;
+}
+
+ShardEntry Manifest::describe(const std::string& dir, const std::string& file, uint64_t records) {
+  std::string path = path_join(dir, file);
+  return ShardEntry{file, records, file_size(path), hex64(xxh3_file(path)), {}};
+}
+
+std::vector<VerifyProblem> verify_manifest(const Manifest& m, const std::string& dir,
+                                           const std::function<uint64_t(const std::string&)>& count_records) {
+  std::vector<VerifyProblem> problems;
+  if (!m.complete) problems.push_back({kManifestName, "the run that wrote this manifest did not finish (complete=false)"});
+  for (const ShardEntry& s : m.shards) {
+    std::string path = path_join(dir, s.file);
+    if (!file_exists(path)) {
+      problems.push_back({s.file, "missing"});
+      continue;
+    }
+    uint64_t size = file_size(path);
+    if (size != s.bytes) {
+      problems.push_back({s.file, cat("expected ", s.bytes, " bytes, found ", size)});
+      continue;
+    }
+    std::string sum = hex64(xxh3_file(path));
+    if (sum != s.xxh3) {
+      problems.push_back({s.file, cat("expected xxh3 ", s.xxh3, ", found ", sum)});
+      continue;
+    }
+    bool companions_ok = true;
+    for (const auto& [name, want] : s.companions) {
+      std::string cpath = path_join(dir, name);
+      if (!file_exists(cpath)) {
+        problems.push_back({name, "missing"});
+        companions_ok = false;
+      } else if (std::string got = hex64(xxh3_file(cpath)); got != want) {
+        problems.push_back({name, cat("expected xxh3 ", want, ", found ", got)});
+        companions_ok = false;
+      }
+    }
+    if (count_records && companions_ok) {
+      try {
+        uint64_t n = count_records(path);
+        if (n != s.records) problems.push_back({s.file, cat("expected ", s.records, " records, found ", n)});
+      } catch (const std::exception& e) {
+        problems.push_back({s.file, e.what()});
+      }
+    }
+  }
+  return problems;
+}
+
+}  // namespace pretrain

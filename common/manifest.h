@@ -1,0 +1,75 @@
+// manifest.json beside every set of shards (DESIGN.md, "Manifest"): what the files are, what made
+// them, and per shard its record count, size and xxh3. Readers verify what they rely on.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pretrain {
+
+// Format names used in manifests.
+inline constexpr const char* kFormatDocs = "docs-jsonl-zst";   // wikiprep documents
+inline constexpr const char* kFormatBertHdf5 = "bert-hdf5";    // NVIDIA BERT layout
+inline constexpr const char* kFormatMegatron = "megatron";     // <prefix>.bin + .idx
+inline constexpr const char* kFormatLlmc = "llmc";             // llm.c token .bin
+inline constexpr int kManifestVersion = 1;
+
+struct TokenizerInfo {
+  std::string kind;        // wordpiece | bpe | sentencepiece; empty: not tokenized
+  std::string vocab_hash;  // xxh3 of the vocabulary file(s)
+  int64_t vocab_size = 0;
+  std::map<std::string, int64_t> special_ids;  // "[CLS]" → 101, "eod" → 50256, …
+};
+
+struct ShardEntry {
+  std::string file;  // relative to the manifest's directory; for megatron the .bin (the .idx beside)
+  uint64_t records = 0;
+  uint64_t bytes = 0;
+  std::string xxh3;  // hex64 of the file
+  std::map<std::string, std::string> companions;  // other file of the shard (".idx") → xxh3
+};
+
+struct Manifest {
+  std::string format;
+  int version = kManifestVersion;
+  TokenizerInfo tokenizer;
+  int64_t seq_len = 0;          // 0 when not applicable
+  int64_t max_predictions = 0;  // BERT
+  std::string tool;             // "wikiprep 0.1.0"
+  std::vector<std::string> args;
+  std::optional<uint64_t> seed;
+  bool complete = true;         // false while a resumable run is under way
+  nlohmann::json stats = nlohmann::json::object();   // per-tool statistics
+  nlohmann::json extra = nlohmann::json::object();   // anything else a stage needs
+  std::vector<ShardEntry> shards;
+
+  nlohmann::json to_json() const;
+  static Manifest from_json(const nlohmann::json& j, const std::string& source = "manifest.json");
+  static Manifest read(const std::string& path);  // throws Error naming the file and field
+  void write(const std::string& path) const;      // atomic
+
+  uint64_t total_records() const;
+  // Hashes a file and fills size and checksum; `records` is the caller's.
+  static ShardEntry describe(const std::string& dir, const std::string& file, uint64_t records);
+};
+
+inline constexpr const char* kManifestName = "manifest.json";
+
+// One problem found by verify().
+struct VerifyProblem {
+  std::string file;
+  std::string message;
+};
+
+// Checks every shard of the manifest in `dir`: present, size, xxh3, companion files, and — when
+// count_records is given — the record count it reports. Returns the problems (empty: all good).
+std::vector<VerifyProblem> verify_manifest(
+    const Manifest& manifest, const std::string& dir,
+    const std::function<uint64_t(const std::string& path)>& count_records = nullptr);
+
+}  // namespace pretrain

@@ -1,0 +1,177 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "common/common.h"
+#include "test_util.h"
+
+using namespace pretrain;
+using pretrain::testing::TempDir;
+
+TEST(Error, NamesFileOffsetAndExpectation) {
+  try {
+    expect(false, Where::at_offset("x.idx", 17), "magic MMIDIDX", "'ABC'");
+    FAIL() << "expect(false) did not throw";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "x.idx: byte 17: expected magic MMIDIDX, found 'ABC'");
+    EXPECT_EQ(e.where().offset, 17);
+  }
+  EXPECT_EQ(Where::at_record("a.h5", 3).str(), "a.h5: record 3");
+  EXPECT_EQ(Where::at_line("v.txt", 12).str(), "v.txt:12");
+}
+
+TEST(AtomicFile, InvisibleUntilCommit) {
+  TempDir dir;
+  std::string path = dir.file("out.bin");
+  {
+    AtomicFile f(path);
+    f.write("hello");
+    EXPECT_FALSE(file_exists(path));
+    EXPECT_TRUE(file_exists(f.tmp_path()));
+    f.commit();
+  }
+  EXPECT_EQ(read_file(path), "hello");
+}
+
+TEST(AtomicFile, RemovedWhenNotCommitted) {
+  TempDir dir;
+  std::string path = dir.file("out.bin"), tmp;
+  {
+    AtomicFile f(path);
+    tmp = f.tmp_path();
+    std::string big(3 << 20, 'x');  // larger than the buffer: really written
+    f.write(big);
+  }
+  EXPECT_FALSE(file_exists(path));
+  EXPECT_FALSE(file_exists(tmp));
+}
+
+TEST(AtomicFile, LargeAndSmallWritesKeepOrder) {
+  TempDir dir;
+  std::string path = dir.file("o");
+  std::string expected;
+  {
+    AtomicFile f(path);
+    for (int i = 0; i < 50; ++i) {
+      std::string chunk(static_cast<size_t>((i * 7919) % (1 << 21)), static_cast<char>('a' + i % 26));
+      f.write(chunk);
+      expected += chunk;
+    }
+    EXPECT_EQ(f.bytes_written(), expected.size());
+    f.commit();
+  }
+  EXPECT_EQ(read_file(path), expected);
+}
+
+TEST(MappedFile, MapsContentAndEmptyFiles) {
+  TempDir dir;
+  write_file_atomic(dir.file("a"), "abc");
+  write_file_atomic(dir.file("empty"), "");
+  MappedFile a(dir.file("a")), e(dir.file("empty"));
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(a.data()), 3), "abc");
+  EXPECT_EQ(e.size(), 0u);
+  EXPECT_THROW(MappedFile(dir.file("missing")), Error);
+}
+
+TEST(Hash, Xxh3MatchesKnownValuesAndStreams) {
+  // XXH3_64bits("") with seed 0 is the published 0x2D06800538D394C2.
+  EXPECT_EQ(xxh3_bytes("", 0), 0x2D06800538D394C2ull);
+  std::string s(10000, 'q');
+  Xxh3Stream st;
+  st.update(s.data(), 1234);
+  st.update(s.data() + 1234, s.size() - 1234);
+  EXPECT_EQ(st.digest(), xxh3_bytes(s.data(), s.size()));
+  EXPECT_EQ(parse_hex64(hex64(0x0123456789abcdefull)), 0x0123456789abcdefull);
+  EXPECT_THROW(parse_hex64("xyz"), Error);
+  TempDir dir;
+  write_file_atomic(dir.file("f"), s);
+  EXPECT_EQ(xxh3_file(dir.file("f")), xxh3_bytes(s.data(), s.size()));
+}
+
+TEST(Manifest, RoundTripsAndVerifies) {
+  TempDir dir;
+  write_file_atomic(dir.file("a.bin"), "0123456789");
+  write_file_atomic(dir.file("a.idx"), "idx");
+  Manifest m;
+  m.format = kFormatMegatron;
+  m.tokenizer = {"wordpiece", "abcd", 30522, {{"[CLS]", 101}, {"[SEP]", 102}}};
+  m.seq_len = 128;
+  m.tool = "test";
+  m.args = {"--x", "1"};
+  m.seed = 12345;
+  ShardEntry e = Manifest::describe(dir.path(), "a.bin", 2);
+  e.companions["a.idx"] = hex64(xxh3_file(dir.file("a.idx")));
+  m.shards.push_back(e);
+  m.write(dir.file(kManifestName));
+
+  Manifest r = Manifest::read(dir.file(kManifestName));
+  EXPECT_EQ(r.to_json(), m.to_json());
+  EXPECT_EQ(r.tokenizer.special_ids.at("[SEP]"), 102);
+  EXPECT_EQ(*r.seed, 12345u);
+  EXPECT_TRUE(verify_manifest(r, dir.path(), [](const std::string&) { return uint64_t{2}; }).empty());
+
+  auto wrong_count = verify_manifest(r, dir.path(), [](const std::string&) { return uint64_t{3}; });
+  ASSERT_EQ(wrong_count.size(), 1u);
+  EXPECT_NE(wrong_count[0].message.find("expected 2 records, found 3"), std::string::npos);
+
+  write_file_atomic(dir.file("a.bin"), "0123456780");  // same size, other bytes
+  auto bad = verify_manifest(r, dir.path());
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0].file, "a.bin");
+  EXPECT_NE(bad[0].message.find("xxh3"), std::string::npos);
+
+  std::remove(dir.file("a.idx").c_str());
+  auto missing = verify_manifest(r, dir.path());
+  ASSERT_FALSE(missing.empty());
+}
+
+TEST(Manifest, MalformedInputNamesTheProblem) {
+  TempDir dir;
+  write_file_atomic(dir.file("m.json"), "{not json");
+  EXPECT_THROW(Manifest::read(dir.file("m.json")), Error);
+  write_file_atomic(dir.file("m.json"), R"({"format":"megatron","version":1})");
+  try {
+    Manifest::read(dir.file("m.json"));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'shards'"), std::string::npos) << e.what();
+  }
+  write_file_atomic(dir.file("m.json"), R"({"format":"megatron","version":1,"shards":[{"file":"../x","records":1,"bytes":1,"xxh3":"0"}]})");
+  EXPECT_THROW(Manifest::read(dir.file("m.json")), Error);
+  write_file_atomic(dir.file("m.json"), R"({"format":"megatron","version":99,"shards":[]})");
+  EXPECT_THROW(Manifest::read(dir.file("m.json")), Error);
+}
+
+TEST(Files, ExpandInputsSortsAndFailsOnNoMatch) {
+  TempDir dir;
+  write_file_atomic(dir.file("b.jsonl"), "");
+  write_file_atomic(dir.file("a.jsonl"), "");
+  write_file_atomic(dir.file("c.txt"), "");
+  auto files = expand_inputs({dir.path() + "/*.jsonl"});
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(base_name(files[0]), "a.jsonl");
+  EXPECT_EQ(expand_inputs({dir.path()}, ".txt").size(), 1u);
+  EXPECT_THROW(expand_inputs({dir.path() + "/*.none"}), UsageError);
+}
+
+TEST(Progress, LineShowsDoneTotalAndRate) {
+  Progress::set_enabled(false);
+  Progress p("bytes", 1000, Progress::Unit::bytes);
+  p.add(250);
+  std::string line = p.line();
+  EXPECT_NE(line.find("250 B / 1.00 kB"), std::string::npos) << line;
+  EXPECT_NE(line.find("25%"), std::string::npos) << line;
+}
+
+TEST(Device, CpuAlwaysWorksAndCudaFailsCleanlyWithoutGpu) {
+  EXPECT_NO_THROW(require_device("cpu"));
+  EXPECT_THROW(require_device("tpu"), UsageError);
+  DeviceReport r = query_devices();
+  if (r.gpus.empty()) {
+    EXPECT_FALSE(r.reason.empty());
+    EXPECT_THROW(require_device("cuda"), Error);
+  } else {
+    EXPECT_NO_THROW(require_device("cuda:0"));
+  }
+}
