@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs a libFuzzer target: scripts/fuzz.sh TARGET SECONDS (TARGET: megatron, llmc, bert_hdf5, …),
+# or scripts/fuzz.sh --all SECONDS. Builds build-fuzz/ with clang first. New interesting inputs
+# go to build-fuzz/corpus/TARGET; a crash leaves crash-* there and exits non-zero — copy the
+# reproducer into tests/fuzz/corpus/TARGET/ once fixed, so the replay test keeps it fixed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[[ $# -eq 2 ]] || { echo "usage: scripts/fuzz.sh TARGET|--all SECONDS" >&2; exit 2; }
+target=$1 seconds=$2
+jobs=${PRETRAIN_JOBS:-$(nproc)}
+if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPRETRAIN_FUZZ=ON \
+    -DPRETRAIN_CUDA=OFF >build-fuzz.configure.log 2>&1 || { cat build-fuzz.configure.log; exit 1; }
+fi
+if [[ $target == --all ]]; then
+  targets=$(cd tests/fuzz && ls fuzz_*.cpp | sed 's/^fuzz_//; s/\.cpp$//')
+else
+  targets=$target
+fi
+cmake --build build-fuzz -j "$jobs" --target $(printf 'fuzz_%s ' $targets)
+status=0
+for t in $targets; do
+  corpus=build-fuzz/corpus/$t
+  mkdir -p "$corpus"
+  seeds=tests/fuzz/corpus/$t
+  [[ -d $seeds ]] || seeds=
+  echo "fuzz $t for ${seconds}s"
+  if ! (cd build-fuzz/corpus && ../fuzz/fuzz_$t -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
+          -artifact_prefix="$t-" -print_final_stats=0 "$t" ${seeds:+"$OLDPWD/$seeds"} >"$t.log" 2>&1); then
+    tail -n 40 "build-fuzz/corpus/$t.log"
+    echo "fuzz $t: FAILED (reproducer in build-fuzz/corpus/$t-*)" >&2
+    status=1
+  else
+    grep -E "^#[0-9]+.*DONE|Done [0-9]+ runs" "build-fuzz/corpus/$t.log" | tail -n 1 || true
+  fi
+done
+exit $status

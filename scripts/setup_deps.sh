@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Installs what the suite needs on Debian (bookworm), only what is missing; safe to run again.
+# C/C++ dependencies and the Python test dependencies that Debian has come from apt; anything
+# else Python needs goes into .venv/ (made only when scripts/requirements-venv.txt lists something).
+# The CUDA toolkit is not installed here: CMake uses /usr/local/cuda when it exists (PRETRAIN_CUDA=AUTO).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake pkg-config git
+  libhdf5-dev libicu-dev libsentencepiece-dev sentencepiece libtbb-dev
+  libzstd-dev zstd libbz2-dev bzip2 lbzip2 pbzip2 zlib1g-dev libexpat1-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev
+  libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libxxhash-dev pybind11-dev
+  python3 python3-dev python3-venv python3-numpy python3-h5py python3-torch python3-matplotlib
+  clang libclang-rt-14-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "setup_deps: installing ${#missing[@]} Debian package(s): ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  log=$(mktemp -t setup_deps-apt.XXXXXX.log)
+  if ! { $sudo apt-get update -qq && \
+         $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+    tail -n 40 "$log"
+    echo "setup_deps: apt-get failed (full log: $log)" >&2
+    exit 1
+  fi
+  echo "setup_deps: installed (log: $log)"
+else
+  echo "setup_deps: all ${#packages[@]} Debian packages present"
+fi
+
+# Python packages Debian does not have, for the compatibility checks and benchmarks.
+req=scripts/requirements-venv.txt
+if [[ -s $req ]] && grep -qv '^\s*#' "$req"; then
+  if [[ ! -x .venv/bin/python ]]; then
+    echo "setup_deps: creating .venv (with Debian's site packages: numpy, h5py, torch)"
+    /usr/bin/python3 -m venv --system-site-packages .venv
+  fi
+  stamp=.venv/.requirements.sha
+  want=$(sha256sum "$req" | cut -c1-64)
+  if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+    echo "setup_deps: pip install -r $req into .venv"
+    .venv/bin/python -m pip install -q -r "$req"
+    echo "$want" > "$stamp"
+  else
+    echo "setup_deps: .venv up to date"
+  fi
+fi
+
+if [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "setup_deps: CUDA toolkit found at /usr/local/cuda (the CUDA backend will be built)"
+else
+  echo "setup_deps: no CUDA toolkit at /usr/local/cuda (CPU-only build)"
+fi

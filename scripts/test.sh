@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything (the CUDA objects too when nvcc is here), runs every
+# test, then the unit tests again under ASan+UBSan, then a short libFuzzer smoke run per target.
+# Exit non-zero on any failure. Environment:
+#   PRETRAIN_SHARED_DATA  real reference data (default ../shared/data); tests needing it skip without it
+#   PRETRAIN_JOBS         parallel build jobs (default: nproc)
+#   PRETRAIN_FUZZ_SECONDS seconds per fuzz target in the smoke run (default 10; 0 skips)
+#   PRETRAIN_SKIP_ASAN=1  skip the sanitizer build (local iteration only; CI runs it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+jobs=${PRETRAIN_JOBS:-$(nproc)}
+export PRETRAIN_SHARED_DATA=${PRETRAIN_SHARED_DATA:-$root/../shared/data}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+started=$SECONDS
+step() { printf '\n== %s (%ds)\n' "$*" $((SECONDS - started)); }
+
+step "dependencies"
+scripts/setup_deps.sh
+
+step "configure and build (build/)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >build.configure.log 2>&1 || { cat build.configure.log; exit 1; }
+grep -E "CUDA backend" build.configure.log || true
+cmake --build build -j "$jobs"
+
+step "tests (build/)"
+ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
+
+if [[ "${PRETRAIN_SKIP_ASAN:-0}" != 1 ]]; then
+  step "unit tests under ASan+UBSan (build-asan/)"
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPRETRAIN_SANITIZE=ON -DPRETRAIN_CUDA=OFF \
+    >build-asan.configure.log 2>&1 || { cat build-asan.configure.log; exit 1; }
+  cmake --build build-asan -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit --timeout 900
+fi
+
+fuzz_seconds=${PRETRAIN_FUZZ_SECONDS:-10}
+if [[ "$fuzz_seconds" != 0 ]] && command -v clang++ >/dev/null; then
+  step "fuzz smoke: ${fuzz_seconds}s per target (build-fuzz/)"
+  scripts/fuzz.sh --all "$fuzz_seconds"
+elif [[ "$fuzz_seconds" != 0 ]]; then
+  echo "fuzz smoke skipped: clang++ not found (apt-get install clang libclang-rt-14-dev)"
+fi
+
+step "all tests passed"
