@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Format speed: our BERT HDF5 and Megatron .bin/.idx writers/readers against h5py and numpy memmap,
+# measured in the same run on the same machine. Prints a table (ours, peer, ratio, goal).
+#   scripts/bench/formats.sh [--records N] [--tokens N] [--threads T] [--dir DIR]
+# Defaults are the issue's sizes: 1,000,000 BERT seq-128 records and 500,000,000 tokens.
+# Reads are from the page cache (no root to drop it), for us and the peers alike.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+records=1000000 tokens=500000000 threads=$(nproc) dir=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --records) records=$2; shift 2 ;;
+    --tokens) tokens=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ -n $dir ]] || dir=$(mktemp -d -t pretrain-bench-formats.XXXXXX)
+mkdir -p "$dir"
+trap 'rm -rf "$dir"/bert "$dir"/megatron' EXIT
+py=/usr/bin/python3
+
+if [[ ! -x build/bench/bench_bert_hdf5 || ! -x build/bench/bench_megatron ]]; then
+  cmake -S . -B build >/dev/null && cmake --build build -j "$(nproc)" --target bench_bert_hdf5 bench_megatron
+fi
+results=$dir/results.txt
+: >"$results"
+run() {  # run SIDE CMD...: keeps the RESULT lines, tagged with the side
+  local side=$1; shift
+  echo "# $side: $*" >&2
+  "$@" | tee /dev/stderr | awk -v side="$side" '$1=="RESULT"{print side, $2, $3, $4}' >>"$results"
+}
+mkdir -p "$dir/bert" "$dir/megatron"
+run ours build/bench/bench_bert_hdf5 --records "$records" --threads "$threads" --dir "$dir/bert"
+rm -rf "$dir/bert"/*
+run peer $py scripts/bench/bert_hdf5_peer.py --records "$records" --dir "$dir/bert"
+rm -rf "$dir/bert"
+run ours build/bench/bench_megatron --tokens "$tokens" --dir "$dir/megatron"
+rm -rf "$dir/megatron"/*
+run peer $py scripts/bench/megatron_peer.py --tokens "$tokens" --dir "$dir/megatron"
+
+$py - "$results" "$records" "$tokens" "$threads" <<'PY'
+import sys
+path, records, tokens, threads = sys.argv[1:]
+ours, peer = {}, {}
+for line in open(path):
+    side, case, value, secs = line.split()[:4]
+    (ours if side == "ours" else peer)[case] = (float(value), float(secs))
+units = {"hdf5_write": "MB/s", "hdf5_read_seq": "MB/s", "hdf5_read_random": "records/s",
+         "megatron_write": "MB/s", "megatron_read_seq": "MB/s", "megatron_random_spans": "spans/s"}
+goals = {"hdf5_write": "≥ h5py", "hdf5_read_seq": "≥ h5py", "megatron_write": "≥ 1000 MB/s",
+         "megatron_random_spans": "≥ 5 M/s"}
+peers = {"hdf5": "h5py", "megatron": "numpy memmap"}
+print(f"\nformats benchmark: {int(records):,} BERT seq-128 records, {int(tokens):,} Megatron tokens, {threads} threads")
+print("| case | unit | ours | peer | peer value | ratio | goal |")
+print("|---|---|---:|---:|---:|---:|---|")
+for case in units:
+    o = ours.get(case); p = peer.get(case)
+    name = peers[case.split("_")[0]]
+    ov = f"{o[0]:,.1f}" if o else "n/a"
+    pv = f"{p[0]:,.1f}" if p else "n/a"
+    ratio = f"{o[0] / p[0]:.2f}×" if o and p and p[0] > 0 else "n/a"
+    print(f"| {case} | {units[case]} | {ov} | {name} | {pv} | {ratio} | {goals.get(case, '')} |")
+PY
