@@ -55,25 +55,25 @@ void log_message(LogLevel level, const std::string& message) {
   std::fflush(stderr);
 }
 
-static std::string scaled(double v, const char* const* units, int n, double step) {
+static std::string scaled(double v, const char* const* units, int n, double step, const char* sep) {
   int i = 0;
   while (v >= step && i + 1 < n) {
     v /= step;
     ++i;
   }
   char buf[48];
-  std::snprintf(buf, sizeof buf, i == 0 ? "%.0f%s%s" : "%.2f%s%s", v, *units[i] ? " " : "", units[i]);
+  std::snprintf(buf, sizeof buf, i == 0 ? "%.0f%s%s" : "%.2f%s%s", v, *units[i] ? sep : "", units[i]);
   return buf;
 }
 
 std::string human_bytes(double bytes) {
   static const char* const units[] = {"B", "kB", "MB", "GB", "TB"};
-  return scaled(bytes, units, 5, 1000.0);
+  return scaled(bytes, units, 5, 1000.0, " ");
 }
 
 std::string human_count(double n) {
   static const char* const units[] = {"", "k", "M", "G"};
-  return scaled(n, units, 4, 1000.0);
+  return scaled(n, units, 4, 1000.0, "");
 }
 
 std::string human_duration(double s) {

@@ -49,7 +49,7 @@ std::string Progress::line() const {
   auto fmt = [&](double v) { return unit_ == Unit::bytes ? human_bytes(v) : human_count(v); };
   std::string s = label_ + "  " + fmt(done);
   if (total) s += cat(" / ", fmt(total), "  ", static_cast<int>(100.0 * done / total), "%");
-  s += cat("  ", fmt(rate), unit_ == Unit::bytes ? "/s" : " /s");
+  s += cat("  ", fmt(rate), "/s");
   if (total && rate > 0 && done < total) s += "  ETA " + human_duration((total - done) / rate);
   s += "  elapsed " + human_duration(elapsed);
   std::lock_guard lock(mutex_);

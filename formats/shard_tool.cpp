@@ -1,14 +1,235 @@
+// shard-tool: look at, check and convert the files every stage writes.
+//   inspect FILE|DIR…          kind, counts, dtypes, sizes, the first records
+//   verify DIR…                every shard against manifest.json (size, xxh3, records)
+//   convert --to megatron|llmc IN OUT
+//   import-docs INPUT… -o DIR  wikiextractor output / JSON lines → our zstd document shards
 #include "formats/shard_tool.h"
 
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
 #include "common/common.h"
+#include "formats/bert_hdf5.h"
+#include "formats/doc_shards.h"
+#include "formats/llmc.h"
+#include "formats/megatron.h"
 
 namespace pretrain {
 
+enum class ShardKind { bert_hdf5, megatron, llmc, docs, manifest };
+
+static const char* kind_name(ShardKind k) {
+  switch (k) {
+    case ShardKind::bert_hdf5: return kFormatBertHdf5;
+    case ShardKind::megatron: return kFormatMegatron;
+    case ShardKind::llmc: return kFormatLlmc;
+    case ShardKind::docs: return kFormatDocs;
+    case ShardKind::manifest: return "manifest";
+  }
+  return "?";
+}
+
+static bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// By content, not name: HDF5 signature, MMIDIDX, llm.c magic; else documents (the doc reader
+// recognises plain, zstd and bz2 itself and reports what it cannot read).
+static ShardKind detect_kind(const std::string& path) {
+  if (base_name(path) == kManifestName) return ShardKind::manifest;
+  std::string head;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      // A Megatron prefix names no file itself.
+      if (file_exists(megatron_idx_path(path))) return ShardKind::megatron;
+      throw Error(Where{path}, "cannot open");
+    }
+    head.resize(16);
+    in.read(head.data(), 16);
+    head.resize(static_cast<size_t>(in.gcount()));
+  }
+  if (head.rfind("\x89HDF\r\n\x1a\n", 0) == 0) return ShardKind::bert_hdf5;
+  if (head.size() >= 9 && std::memcmp(head.data(), kMegatronMagic, 9) == 0) return ShardKind::megatron;
+  if (ends_with(path, ".bin") && file_exists(megatron_idx_path(megatron_prefix(path)))) return ShardKind::megatron;
+  if (head.size() >= 4) {
+    int32_t magic;
+    std::memcpy(&magic, head.data(), 4);
+    if (magic == kLlmcMagicGpt2 || magic == kLlmcMagicLlama3) return ShardKind::llmc;
+  }
+  return ShardKind::docs;
+}
+
+static ShardKind kind_of_format(const std::string& format, const std::string& manifest) {
+  if (format == kFormatBertHdf5) return ShardKind::bert_hdf5;
+  if (format == kFormatMegatron) return ShardKind::megatron;
+  if (format == kFormatLlmc) return ShardKind::llmc;
+  if (format == kFormatDocs) return ShardKind::docs;
+  throw Error(Where{manifest}, cat("unknown format '", format, "'"));
+}
+
+static uint64_t count_records(ShardKind kind, const std::string& path) {
+  switch (kind) {
+    case ShardKind::bert_hdf5: return count_bert_records(path);
+    case ShardKind::megatron: return count_megatron_records(path);
+    case ShardKind::llmc: return count_llmc_tokens(path);
+    case ShardKind::docs: return count_doc_records(path);
+    case ShardKind::manifest: break;
+  }
+  throw Error(Where{path}, "not a shard");
+}
+
+static void inspect_manifest(const std::string& path, std::ostream& out) {
+  Manifest m = Manifest::read(path);
+  out << path << ": manifest, format " << m.format << " v" << m.version << (m.complete ? "" : " (INCOMPLETE)")
+      << ", " << m.shards.size() << " shards, " << m.total_records() << " records\n";
+  if (!m.tool.empty()) out << "  made by: " << m.tool << (m.seed ? cat(", seed ", *m.seed) : "") << "\n";
+  if (!m.tokenizer.kind.empty())
+    out << "  tokenizer: " << m.tokenizer.kind << ", vocab " << m.tokenizer.vocab_size << ", hash "
+        << m.tokenizer.vocab_hash << "\n";
+  if (m.seq_len) out << "  seq_len: " << m.seq_len << "\n";
+  uint64_t bytes = 0;
+  for (const ShardEntry& s : m.shards) bytes += s.bytes;
+  out << "  bytes: " << bytes << " (" << human_bytes(static_cast<double>(bytes)) << ")\n";
+  size_t shown = 0;
+  for (const ShardEntry& s : m.shards) {
+    if (++shown > 10) {
+      out << "  … " << m.shards.size() - 10 << " more\n";
+      break;
+    }
+    out << "  " << s.file << "  records " << s.records << "  bytes " << s.bytes << "  xxh3 " << s.xxh3 << "\n";
+  }
+  if (!m.stats.empty()) out << "  stats: " << m.stats.dump() << "\n";
+}
+
+static void inspect_one(const std::string& path, int records, std::ostream& out) {
+  std::string target = path;
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
+    target = path_join(path, kManifestName);
+    if (!file_exists(target)) throw Error(Where{path}, "a directory without manifest.json: name a file to inspect");
+  }
+  switch (detect_kind(target)) {
+    case ShardKind::manifest: inspect_manifest(target, out); break;
+    case ShardKind::bert_hdf5: inspect_bert_shard(target, out, records); break;
+    case ShardKind::megatron: inspect_megatron(target, out, records); break;
+    case ShardKind::llmc: inspect_llmc(target, out, records); break;
+    case ShardKind::docs: inspect_docs(target, out, records); break;
+  }
+}
+
+// Returns the number of bad files (0: all good).
+static int verify_dir(const std::string& dir, std::ostream& out) {
+  std::string manifest_path = path_join(dir, kManifestName);
+  if (std::error_code ec; !std::filesystem::is_directory(dir, ec) && base_name(dir) == kManifestName) {
+    manifest_path = dir;
+  }
+  std::string root = dir_name(manifest_path);
+  Manifest m = Manifest::read(manifest_path);
+  ShardKind kind = kind_of_format(m.format, manifest_path);
+  std::vector<VerifyProblem> problems = verify_manifest(
+      m, root, [&](const std::string& p) { return count_records(kind, p); });
+  for (const VerifyProblem& p : problems) out << "BAD " << path_join(root, p.file) << ": " << p.message << "\n";
+  if (problems.empty())
+    out << "ok " << manifest_path << ": " << m.shards.size() << " " << kind_name(kind) << " shards, "
+        << m.total_records() << " records, sizes, xxh3 and record counts match\n";
+  return static_cast<int>(problems.size());
+}
+
 int shard_tool_main(int argc, char** argv) {
-  CLI::App app{"Inspect, verify and convert pretraining shards", "shard-tool"};
+  CLI::App app{"Inspect, verify and convert pretraining shards (BERT HDF5, Megatron .bin/.idx, llm.c .bin, "
+               "document .jsonl.zst)",
+               "shard-tool"};
   ToolOptions options(app);
   app.require_subcommand(1);
-  return run_tool(app, argc, argv, [&] { return 0; });
+
+  std::vector<std::string> inspect_paths;
+  int inspect_records = 3;
+  CLI::App* inspect = app.add_subcommand("inspect", "kind, counts, dtypes, sizes and the first records of each file");
+  inspect->add_option("files", inspect_paths, "shard files, Megatron prefixes, manifest.json or shard directories")->required();
+  inspect->add_option("-n,--records", inspect_records, "records to show per file")->check(CLI::NonNegativeNumber);
+
+  std::vector<std::string> verify_dirs;
+  CLI::App* verify = app.add_subcommand("verify", "check every shard against its manifest: size, xxh3, record count");
+  verify->add_option("dirs", verify_dirs, "directories holding manifest.json (or the manifest files)")->required();
+
+  std::string convert_to, convert_in, convert_out;
+  int64_t eot_id = kGpt2EotId, tokens_per_sequence = 0;
+  bool trailing_eod = false;
+  CLI::App* convert = app.add_subcommand("convert", "convert token shards between llm.c .bin and Megatron .bin/.idx");
+  convert->add_option("--to", convert_to, "output kind")->required()->check(CLI::IsMember({"megatron", "llmc"}));
+  convert->add_option("input", convert_in, "llm.c .bin file, or Megatron prefix (.bin/.idx)")->required();
+  convert->add_option("output", convert_out, "Megatron output prefix, or llm.c output file")->required();
+  convert->add_option("--eot", eot_id, "end-of-text id that starts each llm.c document (-1: none)");
+  convert->add_option("--tokens-per-sequence", tokens_per_sequence,
+                      "to megatron: cut documents into sequences of at most N tokens (0: one per document)");
+  convert->add_flag("--trailing-eod", trailing_eod, "to llmc: Megatron documents end with EOD (preprocess_data.py --append-eod)");
+
+  std::vector<std::string> import_inputs;
+  std::string import_out;
+  DocShardOptions doc_options;
+  CLI::App* import_docs = app.add_subcommand(
+      "import-docs", "read JSON lines / wikiextractor output (plain, zstd or bz2) and write zstd document shards + manifest");
+  import_docs->add_option("inputs", import_inputs, "files, globs or directories")->required();
+  import_docs->add_option("-o,--output", import_out, "output directory")->required();
+  import_docs->add_option("--shard-bytes", doc_options.shard_bytes, "uncompressed bytes per shard");
+  import_docs->add_option("--zstd-level", doc_options.zstd_level, "zstd level")->check(CLI::Range(1, 19));
+
+  return run_tool(app, argc, argv, [&]() -> int {
+    if (*inspect) {
+      bool first = true;
+      for (const std::string& p : inspect_paths) {
+        if (!first) std::cout << "\n";
+        first = false;
+        inspect_one(p, inspect_records, std::cout);
+      }
+      return 0;
+    }
+    if (*verify) {
+      int bad = 0;
+      for (const std::string& d : verify_dirs) bad += verify_dir(d, std::cout);
+      if (bad) std::cerr << "error: " << bad << " bad file(s)\n";
+      return bad ? 1 : 0;
+    }
+    if (*convert) {
+      ConvertStats s;
+      if (convert_to == "megatron") {
+        LlmcToMegatronOptions o;
+        o.eot_id = eot_id;
+        o.tokens_per_sequence = tokens_per_sequence;
+        s = convert_llmc_to_megatron(convert_in, convert_out, o);
+      } else {
+        MegatronToLlmcOptions o;
+        o.eot_id = eot_id;
+        o.trailing_eod = trailing_eod;
+        s = convert_megatron_to_llmc(convert_in, convert_out, o);
+      }
+      log_info("converted ", s.tokens, " tokens, ", s.documents, " documents, ", s.sequences, " sequences -> ",
+               convert_out);
+      return 0;
+    }
+    if (*import_docs) {
+      doc_options.threads = std::max(1, max_threads());
+      make_dirs(import_out);
+      DocReader reader(import_inputs);
+      DocShardWriter writer(import_out, doc_options);
+      Progress progress("documents", 0);
+      Document doc;
+      while (reader.next(doc)) {
+        writer.add(doc);
+        progress.add(1);
+      }
+      progress.finish();
+      Manifest base;
+      base.tool = cat("shard-tool import-docs ", version_string());
+      base.args.assign(argv + 1, argv + argc);
+      base.stats["invalid_utf8_replaced_on_read"] = reader.invalid_utf8_replaced();
+      Manifest m = writer.finish(base);
+      log_info("wrote ", writer.documents(), " documents in ", m.shards.size(), " shard(s) to ", import_out);
+      return 0;
+    }
+    return 2;
+  });
 }
 
 }  // namespace pretrain
