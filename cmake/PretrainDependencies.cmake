@@ -33,6 +33,9 @@ pretrain_require(BZIP2_FOUND "libbz2" libbz2-dev)
 find_package(ZLIB QUIET)
 pretrain_require(ZLIB_FOUND "zlib" zlib1g-dev)
 
+find_package(EXPAT QUIET)
+pretrain_require(EXPAT_FOUND "libexpat" libexpat1-dev)
+
 find_package(MPI COMPONENTS C CXX QUIET)
 pretrain_require(MPI_FOUND "MPI (OpenMPI)" "libopenmpi-dev openmpi-bin")
 
