@@ -1,0 +1,121 @@
+// BERT pretraining shards in NVIDIA DeepLearningExamples' HDF5 layout: what its
+// create_pretraining_data.py writes with h5py and its run_pretraining.py reads.
+//
+//   input_ids            int32 [N, seq_len]          input_mask   int8 [N, seq_len]
+//   segment_ids          int8  [N, seq_len]          next_sentence_labels int8 [N]
+//   masked_lm_positions  int32 [N, max_predictions]  masked_lm_ids int32 [N, max_predictions]
+//
+// gzip-compressed chunked datasets, created in that order, no attributes. Padding is 0.
+// Debian's HDF5 1.10.8 runs every call under one global lock, so the writer deflates chunks on
+// oneTBB workers and stores them with direct chunk writes, and the reader fetches raw chunks and
+// inflates them itself; HDF5 only moves compressed bytes.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace pretrain {
+
+// One instance as datagen builds it. The int8 fields are held as int32 so the writer can check
+// that they fit. Shorter fields are zero-padded: input_ids/input_mask/segment_ids to seq_len (all
+// three the same length), masked_lm_positions/masked_lm_ids to max_predictions (both the same).
+struct BertRecord {
+  std::vector<int32_t> input_ids, input_mask, segment_ids;
+  std::vector<int32_t> masked_lm_positions, masked_lm_ids;
+  int32_t next_sentence_label = 0;
+};
+
+// `size` records as stored: struct of arrays, row-major, exactly as the datasets hold them.
+struct BertBatch {
+  int64_t size = 0, seq_len = 0, max_predictions = 0;
+  std::vector<int32_t> input_ids;                          // size * seq_len
+  std::vector<int8_t> input_mask, segment_ids;             // size * seq_len
+  std::vector<int32_t> masked_lm_positions, masked_lm_ids;  // size * max_predictions
+  std::vector<int8_t> next_sentence_labels;                // size
+
+  BertBatch() = default;
+  BertBatch(int64_t n, int64_t seq, int64_t max_pred) { resize(n, seq, max_pred); }
+  void resize(int64_t n, int64_t seq, int64_t max_pred);  // new elements are 0
+  BertRecord record(int64_t i) const;                     // row i widened to a BertRecord
+  void set(int64_t i, const BertRecord& r);               // zero-pads; no range checks on values
+};
+
+struct BertShardOptions {
+  // Records per chunk (every chunk holds whole rows). 0 picks one so that an input_ids chunk is
+  // about 256 KiB (512 records at seq_len 128); see bert_hdf5.cpp for why.
+  int64_t records_per_chunk = 0;
+  int gzip_level = 4;  // what NVIDIA's script gets from h5py's compression="gzip"
+  // Chunks compressed concurrently (0: oneTBB's default concurrency). Memory is bounded by
+  // 2 * in_flight chunks whatever N is.
+  int in_flight_chunks = 0;
+};
+
+// Streams records into a shard. Output goes to `path`.tmp-<pid> and appears under `path` only
+// on commit(); destroying an uncommitted writer removes the temp file. Not thread-safe.
+class BertShardWriter {
+ public:
+  BertShardWriter(const std::string& path, int64_t seq_len, int64_t max_predictions,
+                  const BertShardOptions& options = {});
+  ~BertShardWriter();
+  BertShardWriter(const BertShardWriter&) = delete;
+  BertShardWriter& operator=(const BertShardWriter&) = delete;
+
+  // Throws Error naming the file and record when a value does not fit (input_mask, segment_ids,
+  // next_sentence_label outside int8; a position outside [0, seq_len)) or a field is too long.
+  void append(const BertRecord& record);
+  void append(const BertBatch& batch);  // batch.seq_len/max_predictions must match the shard
+
+  int64_t size() const;  // records appended so far
+  const std::string& path() const;
+  // Writes the remaining chunks, sets every extent to size(), closes and renames. Call once.
+  void commit();
+  void close() { commit(); }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// How the reader gets values out of the file.
+enum class BertReadPath {
+  automatic,  // raw chunks + our own zlib where the layout allows it, hyperslabs elsewhere
+  hyperslab,  // always H5Dread with HDF5's own filters and type conversion (the reference path)
+};
+
+// Read-only access to a shard written by us, by NVIDIA's script or by anyone with h5py: any chunk
+// shape, any integer width (converted through HDF5, failing on values that do not fit).
+// One reader is not thread-safe; open one per thread. read_range inflates chunks on oneTBB workers.
+class BertShardReader {
+ public:
+  explicit BertShardReader(const std::string& path, BertReadPath read_path = BertReadPath::automatic);
+  ~BertShardReader();
+  BertShardReader(BertShardReader&&) noexcept;
+  BertShardReader& operator=(BertShardReader&&) noexcept;
+
+  const std::string& path() const;
+  int64_t size() const;
+  int64_t seq_len() const;
+  int64_t max_predictions() const;
+  // True when every dataset is read through raw chunks (whole file on the fast path).
+  bool raw_chunk_path() const;
+
+  BertRecord read(int64_t index);
+  // Records [begin, begin+count) into `out` (resized). Throws when the range is outside [0, size()).
+  void read_range(int64_t begin, int64_t count, BertBatch& out);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Number of records (validates the layout like the reader does).
+uint64_t count_bert_records(const std::string& path);
+
+// Human-readable summary for shard-tool inspect: kind, N, seq_len, max_predictions, each dataset's
+// dtype, shape, chunk shape and compression, then the first `max_records` records.
+void inspect_bert_shard(const std::string& path, std::ostream& out, int max_records);
+
+}  // namespace pretrain

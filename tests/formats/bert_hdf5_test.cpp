@@ -1,0 +1,458 @@
+// BERT HDF5 shards: round trips through our writer and both read paths, commit behaviour, value
+// validation, damaged files, foreign layouts, and NVIDIA's own files against their instance dumps.
+#include "formats/bert_hdf5.h"
+
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "common/file.h"
+#include "test_util.h"
+
+namespace pretrain {
+namespace {
+
+using testing::TempDir;
+
+BertRecord random_record(std::mt19937& rng, int64_t seq, int64_t max_pred) {
+  BertRecord r;
+  int64_t tokens = std::uniform_int_distribution<int64_t>(2, seq)(rng);
+  int64_t split = std::uniform_int_distribution<int64_t>(1, tokens - 1)(rng);
+  for (int64_t j = 0; j < tokens; ++j) {
+    r.input_ids.push_back(std::uniform_int_distribution<int32_t>(0, 30521)(rng));
+    r.input_mask.push_back(1);
+    r.segment_ids.push_back(j >= split);
+  }
+  int64_t preds = std::uniform_int_distribution<int64_t>(0, std::min(max_pred, tokens - 1))(rng);
+  for (int64_t k = 0; k < preds; ++k) {
+    r.masked_lm_positions.push_back(static_cast<int32_t>(1 + k));
+    r.masked_lm_ids.push_back(std::uniform_int_distribution<int32_t>(0, 30521)(rng));
+  }
+  r.next_sentence_label = static_cast<int32_t>(rng() & 1);
+  return r;
+}
+
+// The record as the file holds it: every field padded with zeros to its full width.
+BertRecord padded(BertRecord r, int64_t seq, int64_t max_pred) {
+  for (auto* v : {&r.input_ids, &r.input_mask, &r.segment_ids}) v->resize(static_cast<size_t>(seq), 0);
+  for (auto* v : {&r.masked_lm_positions, &r.masked_lm_ids}) v->resize(static_cast<size_t>(max_pred), 0);
+  return r;
+}
+
+void expect_same(const BertRecord& a, const BertRecord& b, int64_t i) {
+  EXPECT_EQ(a.input_ids, b.input_ids) << "record " << i;
+  EXPECT_EQ(a.input_mask, b.input_mask) << "record " << i;
+  EXPECT_EQ(a.segment_ids, b.segment_ids) << "record " << i;
+  EXPECT_EQ(a.masked_lm_positions, b.masked_lm_positions) << "record " << i;
+  EXPECT_EQ(a.masked_lm_ids, b.masked_lm_ids) << "record " << i;
+  EXPECT_EQ(a.next_sentence_label, b.next_sentence_label) << "record " << i;
+}
+
+bool same_batch(const BertBatch& a, const BertBatch& b) {
+  return a.size == b.size && a.input_ids == b.input_ids && a.input_mask == b.input_mask &&
+         a.segment_ids == b.segment_ids && a.masked_lm_positions == b.masked_lm_positions &&
+         a.masked_lm_ids == b.masked_lm_ids && a.next_sentence_labels == b.next_sentence_labels;
+}
+
+// Writes n random records (half one by one, half as batches) and returns them padded.
+std::vector<BertRecord> write_random(const std::string& path, int64_t n, int64_t seq, int64_t max_pred,
+                                     int64_t per_chunk, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::vector<BertRecord> records;
+  BertShardOptions options;
+  options.records_per_chunk = per_chunk;
+  options.in_flight_chunks = 2;
+  BertShardWriter writer(path, seq, max_pred, options);
+  while (static_cast<int64_t>(records.size()) < n) {
+    int64_t left = n - static_cast<int64_t>(records.size());
+    if (records.size() % 2 == 0 || left < 5) {
+      records.push_back(padded(random_record(rng, seq, max_pred), seq, max_pred));
+      writer.append(records.back());
+    } else {
+      int64_t take = std::min<int64_t>(left, 1 + static_cast<int64_t>(rng() % 11));
+      BertBatch batch(take, seq, max_pred);
+      for (int64_t i = 0; i < take; ++i) {
+        records.push_back(padded(random_record(rng, seq, max_pred), seq, max_pred));
+        batch.set(i, records.back());
+      }
+      writer.append(batch);
+    }
+  }
+  EXPECT_EQ(writer.size(), n);
+  writer.commit();
+  return records;
+}
+
+void expect_reads_back(const std::string& path, const std::vector<BertRecord>& records, int64_t seq, int64_t max_pred) {
+  for (auto read_path : {BertReadPath::automatic, BertReadPath::hyperslab}) {
+    BertShardReader reader(path, read_path);
+    ASSERT_EQ(reader.size(), static_cast<int64_t>(records.size()));
+    EXPECT_EQ(reader.seq_len(), seq);
+    EXPECT_EQ(reader.max_predictions(), max_pred);
+    for (size_t i = 0; i < records.size(); ++i) expect_same(reader.read(static_cast<int64_t>(i)), records[i], static_cast<int64_t>(i));
+    // Ranges of every length from every start cover chunk boundaries from both sides.
+    BertBatch batch;
+    for (int64_t begin = 0; begin < reader.size(); begin += 3)
+      for (int64_t count : {int64_t{1}, int64_t{5}, reader.size() - begin}) {
+        count = std::min(count, reader.size() - begin);
+        reader.read_range(begin, count, batch);
+        ASSERT_EQ(batch.size, count);
+        for (int64_t i = 0; i < count; ++i) expect_same(batch.record(i), records[static_cast<size_t>(begin + i)], begin + i);
+      }
+  }
+}
+
+TEST(BertHdf5, RoundTripAcrossChunksWithPartialLastChunk) {
+  TempDir dir;
+  std::string path = dir.file("shard.hdf5");
+  auto records = write_random(path, 7 * 6 + 3, 32, 5, 7);
+  EXPECT_TRUE(BertShardReader(path).raw_chunk_path());
+  EXPECT_EQ(count_bert_records(path), records.size());
+  expect_reads_back(path, records, 32, 5);
+}
+
+TEST(BertHdf5, RoundTripExactChunkMultipleAndDefaultChunking) {
+  TempDir dir;
+  expect_reads_back(dir.file("a.hdf5"), write_random(dir.file("a.hdf5"), 28, 16, 3, 7, 2), 16, 3);
+  expect_reads_back(dir.file("b.hdf5"), write_random(dir.file("b.hdf5"), 1100, 128, 20, 0, 3), 128, 20);
+}
+
+TEST(BertHdf5, EmptyShard) {
+  TempDir dir;
+  std::string path = dir.file("empty.hdf5");
+  BertShardWriter(path, 128, 20).commit();
+  BertShardReader reader(path);
+  EXPECT_EQ(reader.size(), 0);
+  EXPECT_EQ(reader.seq_len(), 128);
+  EXPECT_EQ(reader.max_predictions(), 20);
+  BertBatch batch;
+  reader.read_range(0, 0, batch);
+  EXPECT_EQ(batch.size, 0);
+  EXPECT_THROW(reader.read(0), Error);
+}
+
+TEST(BertHdf5, AppearsOnlyOnCommitAndUncommittedIsRemoved) {
+  TempDir dir;
+  std::string path = dir.file("shard.hdf5");
+  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  std::mt19937 rng(5);
+  {
+    BertShardWriter writer(path, 16, 2, {.records_per_chunk = 4});
+    for (int i = 0; i < 10; ++i) writer.append(random_record(rng, 16, 2));
+    EXPECT_TRUE(file_exists(tmp));
+    EXPECT_FALSE(file_exists(path));
+  }
+  EXPECT_FALSE(file_exists(tmp));
+  EXPECT_FALSE(file_exists(path));
+  {
+    BertShardWriter writer(path, 16, 2, {.records_per_chunk = 4});
+    for (int i = 0; i < 10; ++i) writer.append(random_record(rng, 16, 2));
+    writer.close();
+    EXPECT_TRUE(file_exists(path));
+    EXPECT_FALSE(file_exists(tmp));
+    EXPECT_THROW(writer.append(random_record(rng, 16, 2)), Error);
+  }
+  EXPECT_EQ(count_bert_records(path), 10u);
+}
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one mentioning " << parts.front();
+  } catch (const Error& e) {
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
+}
+
+TEST(BertHdf5, WriterRejectsValuesThatDoNotFit) {
+  TempDir dir;
+  std::string path = dir.file("shard.hdf5");
+  BertShardWriter writer(path, 8, 2);
+  BertRecord good{{101, 5, 102}, {1, 1, 1}, {0, 0, 1}, {1}, {7}, 0};
+  writer.append(good);
+  auto with = [&](auto change) {
+    BertRecord r = good;
+    change(r);
+    return [&writer, r] { writer.append(r); };
+  };
+  expect_error(with([](BertRecord& r) { r.input_mask[2] = 200; }), {path, "record 1", "input_mask[2] = 200", "int8"});
+  expect_error(with([](BertRecord& r) { r.segment_ids[0] = -129; }), {path, "segment_ids[0] = -129"});
+  expect_error(with([](BertRecord& r) { r.next_sentence_label = 128; }), {path, "next_sentence_label = 128"});
+  expect_error(with([](BertRecord& r) { r.masked_lm_positions[0] = 8; }), {path, "masked_lm_positions[0] = 8", "[0, 8)"});
+  expect_error(with([](BertRecord& r) { r.masked_lm_positions[0] = -1; }), {path, "masked_lm_positions[0] = -1"});
+  expect_error(with([](BertRecord& r) { r.input_ids.resize(9, 1); }), {path, "seq_len 8"});
+  expect_error(with([](BertRecord& r) { r.input_mask.pop_back(); }), {path, "one length"});
+  expect_error(with([](BertRecord& r) { r.masked_lm_ids.push_back(3); }), {path, "max_predictions 2"});
+  BertBatch wrong(1, 9, 2);
+  expect_error([&] { writer.append(wrong); }, {path, "seq_len 9"});
+  BertBatch bad_position(3, 8, 2);
+  bad_position.masked_lm_positions[5] = 99;
+  expect_error([&] { writer.append(bad_position); }, {path, "record 3", "masked_lm_positions[1] = 99"});
+  EXPECT_EQ(writer.size(), 1);  // rejected appends leave nothing behind
+  writer.commit();
+  expect_reads_back(path, {padded(good, 8, 2)}, 8, 2);
+  EXPECT_THROW(BertShardWriter(dir.file("x.hdf5"), 0, 2), UsageError);
+  EXPECT_THROW(BertShardWriter(dir.file("x.hdf5"), 8, 2, {.gzip_level = 10}), UsageError);
+}
+
+// A file in the layout h5py would write from other dtypes: int64 and uint8, contiguous or odd chunks.
+struct ForeignDataset {
+  std::string name;
+  hid_t type;
+  std::vector<hsize_t> dims;
+  std::vector<int64_t> values;
+  std::vector<hsize_t> chunk;  // empty: contiguous
+};
+
+void write_foreign(const std::string& path, const std::vector<ForeignDataset>& sets) {
+  hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  for (const auto& s : sets) {
+    hid_t space = H5Screate_simple(static_cast<int>(s.dims.size()), s.dims.data(), nullptr);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (!s.chunk.empty()) {
+      H5Pset_chunk(dcpl, static_cast<int>(s.chunk.size()), s.chunk.data());
+      H5Pset_shuffle(dcpl);
+      H5Pset_deflate(dcpl, 1);
+    }
+    hid_t d = H5Dcreate2(file, s.name.c_str(), s.type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    if (!s.values.empty()) {
+      ASSERT_GE(H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.values.data()), 0);
+    }
+    H5Dclose(d), H5Pclose(dcpl), H5Sclose(space);
+  }
+  H5Fclose(file);
+}
+
+std::vector<ForeignDataset> foreign_layout(int64_t n, int64_t seq, int64_t mp) {
+  auto fill = [](int64_t count, int64_t mod, int64_t add) {
+    std::vector<int64_t> v(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) v[static_cast<size_t>(i)] = i % mod + add;
+    return v;
+  };
+  auto N = static_cast<hsize_t>(n), S = static_cast<hsize_t>(seq), P = static_cast<hsize_t>(mp);
+  return {{"input_ids", H5T_STD_I64BE, {N, S}, fill(n * seq, 30000, 0), {}},
+          {"input_mask", H5T_STD_U8LE, {N, S}, fill(n * seq, 2, 0), {3, 2}},
+          {"segment_ids", H5T_STD_I16LE, {N, S}, fill(n * seq, 2, 0), {}},
+          {"masked_lm_positions", H5T_STD_I64LE, {N, P}, fill(n * mp, seq - 1, 1), {2, 1}},
+          {"masked_lm_ids", H5T_STD_I64LE, {N, P}, fill(n * mp, 999, 5), {}},
+          {"next_sentence_labels", H5T_STD_I32LE, {N}, fill(n, 2, 0), {4}}};
+}
+
+TEST(BertHdf5, ReadsOtherIntegerWidthsAndLayoutsThroughHdf5) {
+  TempDir dir;
+  std::string path = dir.file("foreign.hdf5");
+  auto sets = foreign_layout(7, 6, 3);
+  write_foreign(path, sets);
+  BertBatch batch;
+  {
+    BertShardReader reader(path);
+    EXPECT_FALSE(reader.raw_chunk_path());
+    ASSERT_EQ(reader.size(), 7);
+    reader.read_range(0, 7, batch);
+  }
+  for (int64_t i = 0; i < 7 * 6; ++i) {
+    EXPECT_EQ(batch.input_ids[static_cast<size_t>(i)], i % 30000);
+    EXPECT_EQ(batch.input_mask[static_cast<size_t>(i)], i % 2);
+  }
+  for (int64_t i = 0; i < 7 * 3; ++i) EXPECT_EQ(batch.masked_lm_positions[static_cast<size_t>(i)], i % 5 + 1);
+  EXPECT_EQ(batch.next_sentence_labels[3], 1);
+
+  sets[2].values[9] = 1000;  // does not fit int8: HDF5 would clamp it; we must refuse
+  write_foreign(path, sets);
+  expect_error([&] { BertShardReader(path).read_range(0, 7, batch); }, {path, "segment_ids", "int8"});
+  sets[2].values[9] = 0;
+  sets[3].values[4] = 6;  // position == seq_len
+  write_foreign(path, sets);
+  expect_error([&] { BertShardReader(path).read(1); }, {path, "record 1", "masked_lm_positions[1] = 6"});
+}
+
+TEST(BertHdf5, ReaderNamesWhatIsMissingOrInconsistent) {
+  TempDir dir;
+  std::string path = dir.file("bad.hdf5");
+  auto sets = foreign_layout(4, 6, 3);
+  auto without_labels = sets;
+  without_labels.pop_back();
+  write_foreign(path, without_labels);
+  expect_error([&] { BertShardReader r(path); }, {path, "missing dataset 'next_sentence_labels'", "[N]"});
+
+  auto wrong_rank = sets;
+  wrong_rank[1].dims = {24};
+  wrong_rank[1].chunk = {};
+  write_foreign(path, wrong_rank);
+  expect_error([&] { BertShardReader r(path); }, {path, "'input_mask' has rank 1", "[N, seq_len]"});
+
+  auto wrong_n = sets;
+  wrong_n[4].dims = {3, 3};
+  wrong_n[4].values.resize(9);
+  write_foreign(path, wrong_n);
+  expect_error([&] { BertShardReader r(path); }, {path, "'masked_lm_ids' has shape [3, 3], expected [4, 3]"});
+
+  auto floats = sets;
+  floats[0].type = H5T_IEEE_F32LE;
+  write_foreign(path, floats);
+  expect_error([&] { BertShardReader r(path); }, {path, "'input_ids'", "integer"});
+
+  write_file_atomic(path, "not hdf5 at all");
+  expect_error([&] { BertShardReader r(path); }, {path, "not an HDF5 file"});
+  expect_error([&] { BertShardReader r(dir.file("nope.hdf5")); }, {"nope.hdf5"});
+}
+
+TEST(BertHdf5, TruncatedAndCorruptFilesThrowNamingTheFile) {
+  TempDir dir;
+  std::string good = dir.file("good.hdf5");
+  write_random(good, 50, 32, 5, 8);
+  std::string bytes = read_file(good);
+  std::string cut = dir.file("cut.hdf5");
+  std::vector<size_t> lengths = {0, 1, 7, 8, 100, 511, 512, 1000, 2048, bytes.size() - 1};
+  for (size_t at = 0; at < bytes.size(); at += bytes.size() / 23) lengths.push_back(at);
+  for (size_t len : lengths) {
+    write_file_atomic(cut, std::string_view(bytes).substr(0, len));
+    expect_error([&] {
+      BertShardReader reader(cut);
+      BertBatch b;
+      reader.read_range(0, reader.size(), b);
+    }, {cut});
+  }
+  // Flipped bytes anywhere: an Error naming the file or, where the damage is in unused space, a
+  // clean read; never a crash or another exception type.
+  for (size_t at = 0; at < bytes.size(); at += 97) {
+    std::string damaged = bytes;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0x5a);
+    write_file_atomic(cut, damaged);
+    for (auto read_path : {BertReadPath::automatic, BertReadPath::hyperslab}) {
+      try {
+        BertShardReader reader(cut, read_path);
+        BertBatch b;
+        reader.read_range(0, std::min<int64_t>(reader.size(), 1000), b);
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(cut), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// NVIDIA's files (create_pretraining_data.py + h5py), checked against its own instance dump.
+
+struct Instance {
+  std::vector<std::string> tokens, masked_lm_labels;
+  std::vector<int32_t> segment_ids, masked_lm_positions;
+  bool is_random_next = false;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+std::vector<Instance> read_instances(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<Instance> out;
+  Instance cur;
+  auto field = [](const std::string& line, const std::string& key, std::string* value) {
+    if (line.rfind(key + ": ", 0) != 0 && line != key + ":") return false;
+    *value = line.size() > key.size() + 2 ? line.substr(key.size() + 2) : "";
+    return true;
+  };
+  for (std::string line, v; std::getline(in, line);) {
+    if (field(line, "tokens", &v)) cur.tokens = split(v);
+    else if (field(line, "segment_ids", &v)) for (auto& w : split(v)) cur.segment_ids.push_back(std::stoi(w));
+    else if (field(line, "is_random_next", &v)) cur.is_random_next = v == "True";
+    else if (field(line, "masked_lm_positions", &v)) for (auto& w : split(v)) cur.masked_lm_positions.push_back(std::stoi(w));
+    else if (field(line, "masked_lm_labels", &v)) cur.masked_lm_labels = split(v), out.push_back(std::move(cur)), cur = {};
+  }
+  return out;
+}
+
+void check_against_dump(const std::string& hdf5, int64_t expected_records, int64_t expected_random) {
+  std::string dump = hdf5.substr(0, hdf5.size() - 5) + ".instances.txt";
+  std::vector<Instance> instances = read_instances(dump);
+  ASSERT_EQ(static_cast<int64_t>(instances.size()), expected_records) << dump;
+  std::unordered_map<std::string, int32_t> vocab;  // token -> line number
+  if (std::string v = testing::shared_file("vocab/bert-base-uncased-vocab.txt"); !v.empty()) {
+    std::ifstream in(v);
+    int32_t id = 0;
+    for (std::string line; std::getline(in, line);) vocab.emplace(line, id++);
+  }
+  BertShardReader fast(hdf5), slow(hdf5, BertReadPath::hyperslab);
+  EXPECT_TRUE(fast.raw_chunk_path()) << "NVIDIA's gzip chunks should take the raw path";
+  ASSERT_EQ(fast.size(), expected_records);
+  ASSERT_EQ(fast.seq_len(), 128);
+  ASSERT_EQ(fast.max_predictions(), 20);
+  BertBatch a, b;
+  fast.read_range(0, fast.size(), a);
+  slow.read_range(0, slow.size(), b);
+  EXPECT_TRUE(same_batch(a, b)) << "raw-chunk and hyperslab reads differ";
+  int64_t random_next = 0;
+  for (int64_t i = 0; i < fast.size(); ++i) {
+    const Instance& x = instances[static_cast<size_t>(i)];
+    BertRecord r = fast.read(i);
+    expect_same(r, a.record(i), i);
+    auto tokens = static_cast<int64_t>(x.tokens.size());
+    EXPECT_EQ(std::count(r.input_mask.begin(), r.input_mask.end(), 1), tokens) << "record " << i;
+    for (int64_t j = 0; j < 128; ++j) {
+      EXPECT_EQ(r.input_mask[static_cast<size_t>(j)], j < tokens ? 1 : 0) << "record " << i << " col " << j;
+      EXPECT_EQ(r.segment_ids[static_cast<size_t>(j)], j < tokens ? x.segment_ids[static_cast<size_t>(j)] : 0)
+          << "record " << i << " col " << j;
+      if (!vocab.empty()) {
+        EXPECT_EQ(r.input_ids[static_cast<size_t>(j)], j < tokens ? vocab.at(x.tokens[static_cast<size_t>(j)]) : 0)
+            << "record " << i << " col " << j;
+      }
+    }
+    for (size_t k = 0; k < 20; ++k) {
+      bool used = k < x.masked_lm_positions.size();
+      EXPECT_EQ(r.masked_lm_positions[k], used ? x.masked_lm_positions[k] : 0) << "record " << i;
+      if (!vocab.empty()) {
+        EXPECT_EQ(r.masked_lm_ids[k], used ? vocab.at(x.masked_lm_labels[k]) : 0) << "record " << i;
+      }
+    }
+    EXPECT_EQ(r.next_sentence_label, x.is_random_next ? 1 : 0) << "record " << i;
+    random_next += r.next_sentence_label;
+  }
+  EXPECT_EQ(random_next, expected_random);
+  // Random access order and odd ranges give the same values as the one big read.
+  std::mt19937 rng(9);
+  for (int k = 0; k < 200; ++k) {
+    int64_t begin = static_cast<int64_t>(rng() % static_cast<uint32_t>(fast.size()));
+    int64_t count = std::min<int64_t>(1 + rng() % 400, fast.size() - begin);
+    fast.read_range(begin, count, b);
+    for (int64_t i = 0; i < count; i += 7) expect_same(b.record(i), a.record(begin + i), begin + i);
+  }
+}
+
+TEST(BertHdf5Golden, NvidiaBertSample) {
+  PRETRAIN_REQUIRE_SHARED(path, "golden/nvidia-bert-sample-s128.hdf5");
+  check_against_dump(path, 23, 12);
+}
+
+TEST(BertHdf5Golden, NvidiaBotchan) {
+  PRETRAIN_REQUIRE_SHARED(path, "golden/nvidia-botchan-s128.hdf5");
+  check_against_dump(path, 1330, 648);
+}
+
+TEST(BertHdf5Golden, InspectDescribesNvidiaLayout) {
+  PRETRAIN_REQUIRE_SHARED(path, "golden/nvidia-botchan-s128.hdf5");
+  std::ostringstream out;
+  inspect_bert_shard(path, out, 2);
+  std::string text = out.str();
+  for (const char* part : {"records 1330", "seq_len 128", "max_predictions 20", "input_ids: dtype=<i4 shape=(1330, 128) chunks=(167, 32)",
+                           "input_mask: dtype=|i1", "masked_lm_ids: dtype=<i4 shape=(1330, 20) chunks=(333, 5)",
+                           "next_sentence_labels: dtype=|i1 shape=(1330,)", "compression=gzip level 4", "record 1:"})
+    EXPECT_NE(text.find(part), std::string::npos) << part << "\n" << text;
+  EXPECT_EQ(text.find("record 2:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pretrain
