@@ -1,0 +1,71 @@
+// Fuzz target for MegatronReader. Input: u16 little-endian n, then n bytes of .idx, then the
+// .bin (the rest; when n exceeds what is there, the .idx takes it all and the .bin is empty).
+// Any pretrain::Error is an accepted outcome; a crash, a hang or another exception is a bug.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+#include "formats/megatron.h"
+
+namespace {
+
+// The reader opens files, so each input is written to two scratch files, removed at exit.
+struct Scratch {
+  std::string prefix = "/tmp/fuzz-megatron-" + std::to_string(::getpid());
+  ~Scratch() {
+    ::unlink((prefix + ".idx").c_str());
+    ::unlink((prefix + ".bin").c_str());
+  }
+};
+
+// Plain writes: write_file_atomic would fsync every input.
+void write_scratch(const std::string& path, std::string_view bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) std::abort();
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) std::abort();
+  std::fclose(f);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace pretrain;
+  uint16_t n = 0;
+  if (size >= 2) std::memcpy(&n, data, 2);
+  std::string_view rest(reinterpret_cast<const char*>(data) + std::min<size_t>(size, 2), size - std::min<size_t>(size, 2));
+  const size_t idx_len = std::min<size_t>(n, rest.size());
+  static const Scratch scratch;
+  const std::string& prefix = scratch.prefix;
+  write_scratch(prefix + ".idx", rest.substr(0, idx_len));
+  write_scratch(prefix + ".bin", rest.substr(idx_len));
+  try {
+    MegatronReader r(prefix);
+    // Everything the reader accepted must be readable without going out of bounds.
+    int64_t sum = 0;
+    std::vector<int32_t> scratch;
+    for (size_t i = 0; i < r.num_sequences(); ++i) {
+      TokenSpan s = r.sequence(i);
+      for (size_t k = 0; k < s.size; ++k) sum += s[k];
+      scratch.resize(s.size);
+      try {
+        s.to_int32(scratch.data());
+      } catch (const Error&) {
+      }
+    }
+    for (size_t d = 0; d < r.num_documents(); ++d) {
+      auto [first, last] = r.document_range(d);
+      if (first > last || last > r.num_sequences()) __builtin_trap();
+    }
+    if (sum == INT64_MIN) std::abort();  // uses the sum, so the reads are not optimized away
+  } catch (const Error&) {
+  }
+  return 0;
+}
