@@ -575,14 +575,34 @@ struct BertShardReader::Impl {
     int found_rank = H5Sget_simple_extent_ndims(space.get());
     if (found_rank != rank)
       throw Error(where, cat("dataset '", col.name, "' has rank ", found_rank, ", expected ", shape));
-    std::array<hsize_t, 2> dims{0, 1};
-    if (H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)
+    std::array<hsize_t, 2> dims{0, 1}, max_dims{0, 1};
+    if (H5Sget_simple_extent_dims(space.get(), dims.data(), max_dims.data()) < 0)
       throw_hdf5(where, cat("cannot read the shape of '", col.name, "'"));
+    check_chunk_shape(d, rank, max_dims, H5Tget_size(type.get()));
     // Bounds that keep every size computed from them far from overflow.
     if (dims[0] > (hsize_t{1} << 40) || dims[1] > (hsize_t{1} << 24))
       throw Error(where, cat("dataset '", col.name, "' has shape [", dims[0], ", ", dims[1],
                              "], expected at most 2^40 records of at most 2^24 values"));
     return dims;
+  }
+
+  // libhdf5 1.10 trusts the chunk shape in the layout message and overruns its buffers on a
+  // chunk larger than a fixed dimension (found by fuzzing); HDF5 itself never writes one.
+  void check_chunk_shape(const Dataset& d, int rank, const std::array<hsize_t, 2>& max_dims, size_t elem) {
+    Hid dcpl = checked(H5Dget_create_plist(d.id.get()), H5Pclose, Where{path}, "cannot read dataset properties");
+    if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return;
+    hsize_t chunk[H5S_MAX_RANK] = {};
+    int chunk_rank = H5Pget_chunk(dcpl.get(), H5S_MAX_RANK, chunk);
+    uint64_t bytes = elem;
+    bool ok = chunk_rank == rank;
+    for (int i = 0; ok && i < rank; ++i) {
+      ok = chunk[i] > 0 && (max_dims[static_cast<size_t>(i)] == H5S_UNLIMITED || chunk[i] <= max_dims[static_cast<size_t>(i)]) &&
+           !__builtin_mul_overflow(bytes, chunk[i], &bytes) && bytes <= (uint64_t{1} << 32);
+    }
+    if (!ok)
+      throw Error(Where{path}, cat("dataset '", d.column->name, "' has an impossible chunk shape (rank ", chunk_rank, ": ",
+                                   chunk[0], ", ", chunk[1], ") for its maximum shape (", max_dims[0], ", ",
+                                   max_dims[1], "): expected chunks within the shape and under 4 GiB"));
   }
 
   // Raw chunks work when the chunks hold the values exactly as we want them in memory: chunked,
