@@ -1,0 +1,891 @@
+#include "formats/doc_shards.h"
+
+#include <bzlib.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <ostream>
+
+#include "common/error.h"
+#include "common/file.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "formats/utf8.h"
+
+namespace pretrain {
+
+namespace {
+
+constexpr size_t kChunkBytes = size_t{1} << 20;      // JSON lines handed to zstd at a time
+constexpr size_t kZstdJobBytes = size_t{4} << 20;    // fixed, so output is the same at any thread count
+constexpr size_t kReadBytes = size_t{1} << 20;       // decompressed bytes per read
+constexpr size_t kRawReadBytes = size_t{256} << 10;  // compressed bytes per read
+
+// How many bytes from p on need no JSON escaping: printable ASCII other than '"' and '\\'.
+// Eight bytes at a time (SWAR): a byte < 0x20, == '"', == '\\' or >= 0x80 stops the word.
+inline const uint8_t* skip_plain_ascii(const uint8_t* p, const uint8_t* end) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+  auto has_zero = [](uint64_t x) { return (x - kOnes) & ~x & kHigh; };
+  while (end - p >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    uint64_t stop = (w & kHigh) | ((w - 0x20 * kOnes) & ~w & kHigh) | has_zero(w ^ ('"' * kOnes)) |
+                    has_zero(w ^ ('\\' * kOnes));
+    if (stop) break;
+    p += 8;
+  }
+  while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') ++p;
+  return p;
+}
+
+// Appends s as a JSON string literal. Valid UTF-8 is copied raw; invalid subparts become U+FFFD.
+size_t append_json_string(std::string_view s, std::string& out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  size_t replaced = 0;
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(s.data());
+  const uint8_t* end = p + s.size();
+  const uint8_t* copy_from = p;  // bytes [copy_from, p) are to be copied as they are
+  out.push_back('"');
+  while (p < end) {
+    p = skip_plain_ascii(p, end);
+    if (p == end) break;
+    uint8_t c = *p;
+    if (c >= 0x80) {
+      Utf8Step step = decode_utf8(p, end);
+      if (step.valid) {
+        p += step.length;
+        continue;
+      }
+      out.append(reinterpret_cast<const char*>(copy_from), static_cast<size_t>(p - copy_from));
+      out.append(kReplacementUtf8);
+      ++replaced;
+      p += step.length;
+      copy_from = p;
+      continue;
+    }
+    out.append(reinterpret_cast<const char*>(copy_from), static_cast<size_t>(p - copy_from));
+    switch (c) {
+      case '"': out.append("\\\""); break;
+      case '\\': out.append("\\\\"); break;
+      case '\n': out.append("\\n"); break;
+      case '\t': out.append("\\t"); break;
+      case '\r': out.append("\\r"); break;
+      case '\b': out.append("\\b"); break;
+      case '\f': out.append("\\f"); break;
+      default: {
+        char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+        out.append(esc, 6);
+      }
+    }
+    copy_from = ++p;
+  }
+  out.append(reinterpret_cast<const char*>(copy_from), static_cast<size_t>(end - copy_from));
+  out.push_back('"');
+  return replaced;
+}
+
+void check_zstd(size_t rc, const std::string& path, const char* what) {
+  if (ZSTD_isError(rc)) throw Error(Where{path}, cat(what, ": ", ZSTD_getErrorName(rc)));
+}
+
+}  // namespace
+
+size_t append_doc_json_line(const Document& doc, std::string& out) {
+  size_t replaced = 0;
+  out.append("{\"id\":");
+  replaced += append_json_string(doc.id, out);
+  out.append(",\"url\":");
+  replaced += append_json_string(doc.url, out);
+  out.append(",\"title\":");
+  replaced += append_json_string(doc.title, out);
+  out.append(",\"text\":");
+  replaced += append_json_string(doc.text, out);
+  out.append("}\n");
+  return replaced;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+struct DocShardWriter::Shard {
+  Shard(const std::string& path, uint64_t index) : file(path), index(index) {}
+  AtomicFile file;
+  Xxh3Stream hash;
+  uint64_t index;
+  uint64_t records = 0, jsonl_bytes = 0, compressed_bytes = 0;
+};
+
+std::string DocShardWriter::shard_name(const std::string& prefix, uint64_t index) {
+  char digits[32];
+  std::snprintf(digits, sizeof digits, "%05llu", static_cast<unsigned long long>(index));
+  return cat(prefix, "-", digits, ".jsonl.zst");
+}
+
+DocShardWriter::DocShardWriter(std::string dir, DocShardOptions options)
+    : dir_(std::move(dir)), options_(std::move(options)), next_index_(options_.first_shard_index) {
+  if (options_.shard_bytes == 0) throw UsageError(Where{dir_}, "shard_bytes must be positive");
+  if (options_.prefix.empty() || options_.prefix.find('/') != std::string::npos)
+    throw UsageError(Where{dir_}, cat("expected a plain shard prefix, found '", options_.prefix, "'"));
+  int level_min = ZSTD_minCLevel(), level_max = ZSTD_maxCLevel();
+  if (options_.zstd_level < level_min || options_.zstd_level > level_max)
+    throw UsageError(Where{dir_}, cat("expected a zstd level in ", level_min, "..", level_max, ", found ",
+                                      options_.zstd_level));
+  make_dirs(dir_);
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  if (!cctx) throw Error(Where{dir_}, "cannot create a zstd compression context");
+  cctx_ = cctx;
+  check_zstd(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, options_.zstd_level), dir_, "zstd level");
+  check_zstd(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1), dir_, "zstd checksum flag");
+  // Multi-threaded mode with a fixed job size cuts the input into the same jobs at any worker
+  // count; only nbWorkers = 0 (single-threaded mode) would give different bytes. A libzstd built
+  // without threads rejects nbWorkers >= 1, and then every run is single-threaded (also identical).
+  int workers = std::max(1, options_.threads);
+  if (ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_nbWorkers, workers))) {
+    zstd_mt_ = false;
+    log_warn("libzstd has no multi-threading; compressing document shards on one thread");
+  } else {
+    check_zstd(ZSTD_CCtx_setParameter(cctx, ZSTD_c_jobSize, static_cast<int>(kZstdJobBytes)), dir_,
+               "zstd job size");
+  }
+  out_buffer_.resize(ZSTD_CStreamOutSize());
+  pending_.reserve(kChunkBytes + (kChunkBytes >> 2));
+}
+
+DocShardWriter::~DocShardWriter() {
+  shard_.reset();  // an unfinished shard: AtomicFile removes its temp file
+  ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_));
+}
+
+bool DocShardWriter::single_threaded_fallback() const { return !zstd_mt_; }
+
+void DocShardWriter::open_shard() {
+  ZSTD_CCtx_reset(static_cast<ZSTD_CCtx*>(cctx_), ZSTD_reset_session_only);
+  uint64_t index = next_index_++;
+  shard_ = std::make_unique<Shard>(path_join(dir_, shard_name(options_.prefix, index)), index);
+}
+
+void DocShardWriter::compress(const char* data, size_t n, bool end) {
+  auto* cctx = static_cast<ZSTD_CCtx*>(cctx_);
+  ZSTD_inBuffer in{data, n, 0};
+  for (;;) {
+    ZSTD_outBuffer out{out_buffer_.data(), out_buffer_.size(), 0};
+    size_t remaining = ZSTD_compressStream2(cctx, &out, &in, end ? ZSTD_e_end : ZSTD_e_continue);
+    check_zstd(remaining, shard_->file.tmp_path(), "zstd compression failed");
+    if (out.pos) {
+      shard_->file.write(out.dst, out.pos);
+      shard_->hash.update(out.dst, out.pos);
+      shard_->compressed_bytes += out.pos;
+    }
+    if (end ? remaining == 0 : in.pos == in.size) break;
+  }
+}
+
+void DocShardWriter::flush_pending(bool end) {
+  compress(pending_.data(), pending_.size(), end);
+  pending_.clear();
+}
+
+void DocShardWriter::add(const Document& doc) {
+  if (finished_) throw Error(Where{dir_}, "add() after finish()");
+  size_t before = pending_.size();
+  size_t replaced = append_doc_json_line(doc, pending_);
+  size_t line_bytes = pending_.size() - before;
+  if (shard_ && shard_->records > 0 && shard_->jsonl_bytes + line_bytes > options_.shard_bytes) {
+    // The new line starts the next shard: compress what came before it and close this one.
+    std::string line = pending_.substr(before);
+    pending_.resize(before);
+    close_shard();
+    pending_ = std::move(line);
+  }
+  if (!shard_) open_shard();
+  shard_->records += 1;
+  shard_->jsonl_bytes += line_bytes;
+  documents_ += 1;
+  jsonl_bytes_ += line_bytes;
+  invalid_utf8_replaced_ += replaced;
+  if (pending_.size() >= kChunkBytes) flush_pending(false);
+}
+
+void DocShardWriter::close_shard() {
+  if (!shard_) return;
+  flush_pending(true);
+  shard_->file.commit();
+  shards_.push_back(ShardEntry{base_name(shard_->file.path()), shard_->records, shard_->compressed_bytes,
+                               hex64(shard_->hash.digest()), {}});
+  shard_.reset();
+}
+
+Manifest DocShardWriter::finish(Manifest base) {
+  if (finished_) throw Error(Where{dir_}, "finish() called twice");
+  close_shard();
+  finished_ = true;
+  Manifest m = std::move(base);
+  m.format = kFormatDocs;
+  m.shards.insert(m.shards.end(), shards_.begin(), shards_.end());
+  if (!m.stats.is_object()) m.stats = nlohmann::json::object();
+  // A resumed run passes the earlier manifest as base: its byte and repair counts carry on.
+  auto add_stat = [&](const char* key, uint64_t v) {
+    uint64_t earlier = m.stats.contains(key) && m.stats[key].is_number_unsigned() ? m.stats[key].get<uint64_t>() : 0;
+    m.stats[key] = earlier + v;
+  };
+  m.stats["documents"] = m.total_records();
+  add_stat("jsonl_bytes", jsonl_bytes_);
+  add_stat("invalid_utf8_replaced", invalid_utf8_replaced_);
+  if (!m.extra.is_object()) m.extra = nlohmann::json::object();
+  m.extra["docs"] = {{"prefix", options_.prefix},
+                     {"shard_bytes", options_.shard_bytes},
+                     {"zstd_level", options_.zstd_level}};
+  m.write(path_join(dir_, kManifestName));
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Byte sources: plain, zstd and bz2 files, read sequentially in chunks.
+
+namespace {
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw_errno("cannot open", path);
+  }
+  ~FileDescriptor() { ::close(fd_); }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+
+  size_t read(char* buf, size_t n) {
+    for (;;) {
+      ssize_t got = ::read(fd_, buf, n);
+      if (got >= 0) return static_cast<size_t>(got);
+      if (errno != EINTR) throw_errno("read failed", path_);
+    }
+  }
+  // The first bytes of the file, without moving the read position.
+  std::string peek(size_t n) const {
+    std::string head(n, '\0');
+    ssize_t got = ::pread(fd_, head.data(), n, 0);
+    head.resize(got > 0 ? static_cast<size_t>(got) : 0);
+    return head;
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+class ByteSource {
+ public:
+  explicit ByteSource(const std::string& path) : path_(path), file_(path) {}
+  virtual ~ByteSource() = default;
+  // Up to n decompressed bytes; 0 only at the end. Throws Error on a truncated or corrupt stream.
+  virtual size_t read(char* buf, size_t n) = 0;
+  FileDescriptor& file() { return file_; }
+
+ protected:
+  // Next compressed chunk into raw_; false at the end of the file.
+  bool refill() {
+    raw_.resize(kRawReadBytes);
+    size_t got = file_.read(raw_.data(), raw_.size());
+    raw_offset_ += raw_len_;
+    raw_len_ = got;
+    return got > 0;
+  }
+  std::string path_;
+  FileDescriptor file_;
+  std::vector<char> raw_;
+  size_t raw_len_ = 0;
+  uint64_t raw_offset_ = 0;  // file offset of raw_[0]
+};
+
+class PlainSource : public ByteSource {
+ public:
+  using ByteSource::ByteSource;
+  size_t read(char* buf, size_t n) override { return file_.read(buf, n); }
+};
+
+class ZstdSource : public ByteSource {
+ public:
+  explicit ZstdSource(const std::string& path) : ByteSource(path), dctx_(ZSTD_createDCtx()) {
+    if (!dctx_) throw Error(Where{path}, "cannot create a zstd decompression context");
+  }
+  ~ZstdSource() override { ZSTD_freeDCtx(dctx_); }
+
+  size_t read(char* buf, size_t n) override {
+    ZSTD_outBuffer out{buf, n, 0};
+    for (;;) {
+      if (in_.pos == in_.size && !eof_) {
+        eof_ = !refill();
+        in_ = ZSTD_inBuffer{raw_.data(), raw_len_, 0};
+      }
+      size_t in_before = in_.pos;
+      size_t rc = ZSTD_decompressStream(dctx_, &out, &in_);
+      if (ZSTD_isError(rc))
+        throw Error(Where::at_offset(path_, static_cast<int64_t>(raw_offset_ + in_.pos)),
+                    cat("corrupt zstd stream: ", ZSTD_getErrorName(rc)));
+      // rc == 0: a frame is complete and flushed. With no progress, rc is only a size hint.
+      if (in_.pos != in_before || out.pos != 0) frame_open_ = rc != 0;
+      if (out.pos > 0) return out.pos;
+      if (in_.pos == in_.size && eof_) {
+        if (frame_open_)
+          throw Error(Where::at_offset(path_, static_cast<int64_t>(raw_offset_ + in_.pos)),
+                      "truncated zstd stream: the file ends inside a frame");
+        return 0;
+      }
+    }
+  }
+
+ private:
+  ZSTD_DCtx* dctx_;
+  ZSTD_inBuffer in_{nullptr, 0, 0};
+  bool eof_ = false, frame_open_ = false;
+};
+
+// bz2, single or multi-stream (pbzip2, wikiextractor --compress): streams are decoded one after
+// another, as bzip2 -d does.
+class Bz2Source : public ByteSource {
+ public:
+  explicit Bz2Source(const std::string& path) : ByteSource(path) { init(); }
+  ~Bz2Source() override { BZ2_bzDecompressEnd(&strm_); }
+
+  size_t read(char* buf, size_t n) override {
+    n = std::min<size_t>(n, 1u << 30);  // avail_out is 32-bit
+    strm_.next_out = buf;
+    strm_.avail_out = static_cast<unsigned>(n);
+    while (strm_.avail_out > 0) {
+      if (strm_.avail_in == 0 && !eof_) {
+        eof_ = !refill();
+        strm_.next_in = raw_.data();
+        strm_.avail_in = static_cast<unsigned>(raw_len_);
+      }
+      if (stream_ended_) {
+        if (strm_.avail_in == 0) break;  // the end of the file
+        BZ2_bzDecompressEnd(&strm_);
+        init();  // another stream follows
+      }
+      unsigned in_before = strm_.avail_in, out_before = strm_.avail_out;
+      int rc = BZ2_bzDecompress(&strm_);
+      if (rc == BZ_STREAM_END) {
+        stream_ended_ = true;
+        continue;
+      }
+      if (rc != BZ_OK)
+        throw Error(Where::at_offset(path_, offset()),
+                    cat("corrupt bz2 stream (libbz2 error ", rc, rc == BZ_DATA_ERROR_MAGIC ? ": not bz2 data" : "", ")"));
+      if (strm_.avail_in == 0 && eof_ && strm_.avail_out > 0)
+        throw Error(Where::at_offset(path_, offset()), "truncated bz2 stream: the file ends inside a stream");
+      if (strm_.avail_in == in_before && strm_.avail_out == out_before && strm_.avail_in > 0)
+        throw Error(Where::at_offset(path_, offset()), "corrupt bz2 stream: the decoder makes no progress");
+    }
+    return n - strm_.avail_out;
+  }
+
+ private:
+  // A fresh decoder that carries on with the same input and output buffers.
+  void init() {
+    bz_stream fresh{};
+    fresh.next_in = strm_.next_in, fresh.avail_in = strm_.avail_in;
+    fresh.next_out = strm_.next_out, fresh.avail_out = strm_.avail_out;
+    strm_ = fresh;
+    if (BZ2_bzDecompressInit(&strm_, 0, 0) != BZ_OK) throw Error(Where{path_}, "cannot start a bz2 decoder");
+    stream_ended_ = false;
+  }
+  int64_t offset() const { return static_cast<int64_t>(raw_offset_ + raw_len_ - strm_.avail_in); }
+
+  bz_stream strm_{};
+  bool eof_ = false, stream_ended_ = false;
+};
+
+// Picks the decoder by the file's magic bytes, whatever the file is called.
+std::unique_ptr<ByteSource> open_source(const std::string& path, std::string& compression) {
+  std::string head = FileDescriptor(path).peek(4);
+  if (head == std::string("\x28\xB5\x2F\xFD", 4)) {
+    compression = "zst";
+    return std::make_unique<ZstdSource>(path);
+  }
+  if (head.size() >= 4 && head.compare(0, 3, "BZh") == 0 && head[3] >= '1' && head[3] <= '9') {
+    compression = "bz2";
+    return std::make_unique<Bz2Source>(path);
+  }
+  compression = "";
+  return std::make_unique<PlainSource>(path);
+}
+
+// Lines of any length from a byte source; a line inside the buffer is returned without a copy.
+class LineReader {
+ public:
+  explicit LineReader(std::unique_ptr<ByteSource> source) : source_(std::move(source)), buf_(kReadBytes) {}
+
+  bool next(std::string_view& line) {
+    bool carried = false;
+    carry_.clear();
+    for (;;) {
+      if (pos_ == len_) {
+        len_ = source_->read(buf_.data(), buf_.size());
+        pos_ = 0;
+        if (len_ == 0) {
+          if (!carried) return false;
+          ++line_number_;
+          line = carry_;
+          return true;
+        }
+      }
+      const char* start = buf_.data() + pos_;
+      const char* newline = static_cast<const char*>(std::memchr(start, '\n', len_ - pos_));
+      if (newline) {
+        size_t n = static_cast<size_t>(newline - start);
+        pos_ += n + 1;
+        ++line_number_;
+        if (carried) {
+          carry_.append(start, n);
+          line = carry_;
+        } else {
+          line = std::string_view(start, n);
+        }
+        return true;
+      }
+      carry_.append(start, len_ - pos_);
+      carried = true;
+      pos_ = len_;
+    }
+  }
+  int64_t line_number() const { return line_number_; }
+
+ private:
+  std::unique_ptr<ByteSource> source_;
+  std::vector<char> buf_;
+  size_t pos_ = 0, len_ = 0;
+  std::string carry_;
+  int64_t line_number_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// One JSON object per line, strictly per RFC 8259; string values are decoded straight into the
+// document's fields (invalid UTF-8 and lone surrogates become U+FFFD), other values are skipped.
+
+class JsonLineParser {
+ public:
+  struct Failure {
+    std::string message;
+  };
+
+  JsonLineParser(std::string_view line, size_t& replaced)
+      : begin_(reinterpret_cast<const uint8_t*>(line.data())), p_(begin_), end_(begin_ + line.size()),
+        replaced_(replaced) {}
+
+  void parse(Document& doc) {
+    bool seen[4] = {false, false, false, false};
+    std::string* fields[4] = {&doc.id, &doc.url, &doc.title, &doc.text};
+    static constexpr std::string_view kNames[4] = {"id", "url", "title", "text"};
+    skip_ws();
+    expect_char('{', "'{' starting a JSON object");
+    skip_ws();
+    if (!try_char('}')) {
+      for (;;) {
+        skip_ws();
+        expect_char('"', "'\"' starting a field name");
+        key_.clear();
+        parse_string_body(key_);
+        skip_ws();
+        expect_char(':', "':' after a field name");
+        skip_ws();
+        int field = -1;
+        for (int i = 0; i < 4; ++i)
+          if (key_ == kNames[i]) field = i;
+        if (field >= 0) {
+          if (p_ == end_ || *p_ != '"')
+            fail(cat("expected field '", kNames[field], "' to be a string, found ", describe_value()));
+          ++p_;
+          fields[field]->clear();
+          parse_string_body(*fields[field]);
+          seen[field] = true;
+        } else {
+          skip_value(0);
+        }
+        skip_ws();
+        if (try_char(',')) continue;
+        expect_char('}', "',' or '}' after a field");
+        break;
+      }
+    }
+    skip_ws();
+    if (p_ != end_) fail(cat("expected the end of the line after the JSON object, found ", describe_value()));
+    if (!seen[3]) fail("expected field 'text' (a string) in the JSON object");
+    for (int i = 0; i < 3; ++i)
+      if (!seen[i]) fields[i]->clear();
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& message) const {
+    throw Failure{cat(message, " (column ", p_ - begin_ + 1, ")")};
+  }
+  std::string describe_value() const {
+    if (p_ == end_) return "the end of the line";
+    switch (*p_) {
+      case '{': return "an object";
+      case '[': return "an array";
+      case 't': case 'f': return "a boolean";
+      case 'n': return "null";
+      case '"': return "a string";
+      default: return (*p_ == '-' || (*p_ >= '0' && *p_ <= '9')) ? "a number" : cat("'", static_cast<char>(*p_), "'");
+    }
+  }
+  void skip_ws() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\r' || *p_ == '\n')) ++p_;
+  }
+  bool try_char(char c) {
+    if (p_ < end_ && *p_ == c) return ++p_, true;
+    return false;
+  }
+  void expect_char(char c, const char* expected) {
+    if (!try_char(c)) fail(cat("expected ", expected, ", found ", describe_value()));
+  }
+
+  // After the opening quote; appends the decoded string to out and consumes the closing quote.
+  void parse_string_body(std::string& out) {
+    const uint8_t* copy_from = p_;
+    for (;;) {
+      p_ = skip_plain_ascii(p_, end_);
+      if (p_ == end_) fail("expected '\"' closing a string, found the end of the line");
+      uint8_t c = *p_;
+      if (c >= 0x80) {
+        Utf8Step step = decode_utf8(p_, end_);
+        if (!step.valid) {
+          out.append(reinterpret_cast<const char*>(copy_from), static_cast<size_t>(p_ - copy_from));
+          out.append(kReplacementUtf8);
+          ++replaced_;
+          copy_from = p_ + step.length;
+        }
+        p_ += step.length;
+        continue;
+      }
+      out.append(reinterpret_cast<const char*>(copy_from), static_cast<size_t>(p_ - copy_from));
+      if (c == '"') {
+        ++p_;
+        return;
+      }
+      if (c < 0x20) fail("expected an escape (\\n, \\u00XX) for a control character inside a string");
+      ++p_;  // the backslash
+      if (p_ == end_) fail("expected an escape after '\\', found the end of the line");
+      switch (*p_++) {
+        case '"': out.push_back('"'); break;
+        case '\\': out.push_back('\\'); break;
+        case '/': out.push_back('/'); break;
+        case 'b': out.push_back('\b'); break;
+        case 'f': out.push_back('\f'); break;
+        case 'n': out.push_back('\n'); break;
+        case 'r': out.push_back('\r'); break;
+        case 't': out.push_back('\t'); break;
+        case 'u': append_unicode_escape(out); break;
+        default: --p_, fail("expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u after '\\'");
+      }
+      copy_from = p_;
+    }
+  }
+
+  char32_t hex4() {
+    if (end_ - p_ < 4) fail("expected 4 hex digits after \\u");
+    char32_t v = 0;
+    for (int i = 0; i < 4; ++i) {
+      uint8_t c = *p_;
+      int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (digit < 0) fail("expected 4 hex digits after \\u");
+      v = v * 16 + static_cast<char32_t>(digit);
+      ++p_;
+    }
+    return v;
+  }
+
+  // After "\u": a code point, or a surrogate pair as two escapes; a lone surrogate is U+FFFD.
+  void append_unicode_escape(std::string& out) {
+    char32_t cp = hex4();
+    if (cp >= 0xD800 && cp <= 0xDBFF && end_ - p_ >= 6 && p_[0] == '\\' && p_[1] == 'u') {
+      const uint8_t* save = p_;
+      p_ += 2;
+      char32_t low = hex4();
+      if (low >= 0xDC00 && low <= 0xDFFF) {
+        append_utf8(0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00), out);
+        return;
+      }
+      p_ = save;  // not a pair: the second escape stands on its own
+    }
+    if (cp >= 0xD800 && cp <= 0xDFFF) ++replaced_;
+    append_utf8(cp, out);  // a lone surrogate appends U+FFFD
+  }
+
+  void expect_literal(std::string_view word) {
+    if (static_cast<size_t>(end_ - p_) < word.size() || std::memcmp(p_, word.data(), word.size()) != 0)
+      fail(cat("expected a JSON value, found ", describe_value()));
+    p_ += word.size();
+  }
+  void skip_digits() {
+    const uint8_t* start = p_;
+    while (p_ < end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+    if (p_ == start) fail("expected a digit in a number");
+  }
+  void skip_number() {
+    try_char('-');
+    if (!try_char('0')) skip_digits();
+    if (try_char('.')) skip_digits();
+    if (try_char('e') || try_char('E')) {
+      if (!try_char('+')) try_char('-');
+      skip_digits();
+    }
+  }
+
+  void skip_value(int depth) {
+    if (depth > 64) fail("expected JSON nested at most 64 deep");
+    if (p_ == end_) fail("expected a JSON value, found the end of the line");
+    switch (*p_) {
+      case '"': ++p_, scratch_.clear(), parse_string_body(scratch_); return;
+      case 't': return expect_literal("true");
+      case 'f': return expect_literal("false");
+      case 'n': return expect_literal("null");
+      case '{':
+      case '[': {
+        bool object = *p_++ == '{';
+        char close = object ? '}' : ']';
+        skip_ws();
+        if (try_char(close)) return;
+        for (;;) {
+          skip_ws();
+          if (object) {
+            expect_char('"', "'\"' starting a field name");
+            scratch_.clear();
+            parse_string_body(scratch_);
+            skip_ws();
+            expect_char(':', "':' after a field name");
+            skip_ws();
+          }
+          skip_value(depth + 1);
+          skip_ws();
+          if (try_char(',')) continue;
+          if (try_char(close)) return;
+          fail(cat("expected ',' or '", close, "', found ", describe_value()));
+        }
+      }
+      default:
+        if (*p_ == '-' || (*p_ >= '0' && *p_ <= '9')) return skip_number();
+        fail(cat("expected a JSON value, found ", describe_value()));
+    }
+  }
+
+  const uint8_t* begin_;
+  const uint8_t* p_;
+  const uint8_t* end_;
+  size_t& replaced_;
+  std::string key_, scratch_;
+};
+
+bool is_blank(std::string_view line) {
+  return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
+}
+
+// The value of name="…" in a <doc …> header. The title runs to the last '"' before the closing
+// '>', so a title with a raw quote in it still reads whole.
+std::string doc_attribute(std::string_view header, std::string_view name) {
+  std::string key = cat(" ", name, "=\"");
+  size_t start = header.find(key);
+  if (start == std::string_view::npos) return {};
+  start += key.size();
+  size_t end = name == "title" ? header.rfind('"') : header.find('"', start);
+  if (end == std::string_view::npos || end < start) return {};
+  return std::string(header.substr(start, end - start));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Reader
+
+struct DocReader::Input {
+  enum class Format { unknown, json, doc };
+  std::string path, compression;
+  std::unique_ptr<LineReader> lines;
+  Format format = Format::unknown;
+  int64_t record_line = 0;
+  uint64_t records = 0;
+  int64_t expected_records = -1;
+};
+
+DocReader::DocReader(const std::string& input, DocReaderOptions options)
+    : DocReader(std::vector<std::string>{input}, options) {}
+
+DocReader::DocReader(const std::vector<std::string>& inputs, DocReaderOptions options) : options_(options) {
+  for (const std::string& given : inputs) {
+    // A manifest named directly stands for its directory.
+    std::string input = base_name(given) == kManifestName ? dir_name(given) : given;
+    if (input.empty()) input = ".";
+    std::error_code ec;
+    std::string manifest_path = path_join(input, kManifestName);
+    if (std::filesystem::is_directory(input, ec) && file_exists(manifest_path)) {
+      Manifest m = Manifest::read(manifest_path);
+      if (m.format != kFormatDocs)
+        throw Error(Where{manifest_path}, cat("expected format '", kFormatDocs, "', found '", m.format, "'"));
+      if (!m.complete) log_warn(manifest_path, ": the run that wrote these shards did not finish");
+      for (const ShardEntry& s : m.shards) {
+        files_.push_back(path_join(input, s.file));
+        expected_records_.push_back(static_cast<int64_t>(s.records));
+        if (!options_.verify_checksums) continue;
+        const std::string& path = files_.back();
+        uint64_t size = file_size(path);
+        if (size != s.bytes) throw Error(Where{path}, cat("expected ", s.bytes, " bytes (manifest), found ", size));
+        std::string sum = hex64(xxh3_file(path));
+        if (sum != s.xxh3) throw Error(Where{path}, cat("expected xxh3 ", s.xxh3, " (manifest), found ", sum));
+      }
+    } else {
+      for (std::string& f : expand_inputs({input})) {
+        files_.push_back(std::move(f));
+        expected_records_.push_back(-1);
+      }
+    }
+  }
+}
+
+DocReader::~DocReader() = default;
+
+const std::string& DocReader::current_file() const {
+  static const std::string kNone;
+  return input_ ? input_->path : kNone;
+}
+
+int64_t DocReader::current_line() const { return input_ ? input_->record_line : 0; }
+
+std::string DocReader::current_kind() const {
+  if (!input_ || input_->format == Input::Format::unknown) return "";
+  std::string kind = input_->format == Input::Format::json ? "jsonl" : "doc";
+  return input_->compression.empty() ? kind : cat(kind, ".", input_->compression);
+}
+
+bool DocReader::open_next_file() {
+  if (next_file_ == files_.size()) return false;
+  auto input = std::make_unique<Input>();
+  input->path = files_[next_file_];
+  input->expected_records = expected_records_[next_file_];
+  ++next_file_;
+  input->lines = std::make_unique<LineReader>(open_source(input->path, input->compression));
+  input_ = std::move(input);
+  return true;
+}
+
+void DocReader::finish_file() {
+  if (input_->expected_records >= 0 && input_->records != static_cast<uint64_t>(input_->expected_records))
+    throw Error(Where{input_->path}, cat("expected ", input_->expected_records, " documents (manifest), found ",
+                                         input_->records));
+}
+
+bool DocReader::next(Document& doc) {
+  for (;;) {
+    if (!input_ && !open_next_file()) return false;
+    Input& in = *input_;
+    std::string_view line;
+    bool got = in.lines->next(line);
+    if (!got) {
+      finish_file();
+      input_.reset();
+      continue;
+    }
+    if (in.lines->line_number() == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);  // BOM
+    if (is_blank(line)) continue;
+    in.record_line = in.lines->line_number();
+    Where where = Where::at_line(in.path, in.record_line);
+    if (in.format == Input::Format::unknown) {
+      size_t first = line.find_first_not_of(" \t\r");
+      if (line[first] == '{') in.format = Input::Format::json;
+      else if (line[first] == '<') in.format = Input::Format::doc;
+      else throw Error(where, "expected a JSON object ('{') or a wikiextractor <doc> block ('<')");
+    }
+    size_t replaced = 0;
+    if (in.format == Input::Format::json) {
+      try {
+        JsonLineParser(line, replaced).parse(doc);
+      } catch (const JsonLineParser::Failure& f) {
+        throw Error(where, f.message);
+      }
+    } else {
+      // <doc id="…" url="…" title="…">, the title again, a blank line, the text, </doc>.
+      size_t first = line.find_first_not_of(" \t");
+      std::string_view header = line.substr(first);
+      while (!header.empty() && (header.back() == '\r' || header.back() == ' ')) header.remove_suffix(1);
+      if (header.substr(0, 5) != "<doc " || header.back() != '>')
+        throw Error(where, "expected a <doc id=\"…\" url=\"…\" title=\"…\"> line");
+      doc.id.clear(), doc.url.clear(), doc.title.clear(), doc.text.clear();
+      replaced += append_repaired_utf8(doc_attribute(header, "id"), doc.id);
+      replaced += append_repaired_utf8(doc_attribute(header, "url"), doc.url);
+      replaced += append_repaired_utf8(doc_attribute(header, "title"), doc.title);
+      bool first_line = true;
+      for (;;) {
+        if (!in.lines->next(line))
+          throw Error(where, "expected </doc> closing this document, found the end of the file");
+        if (line == "</doc>" || line == "</doc>\r") break;
+        if (!first_line) doc.text.push_back('\n');
+        first_line = false;
+        replaced += append_repaired_utf8(line, doc.text);
+      }
+      std::string_view text = doc.text;
+      if (text == doc.title) doc.text.clear();
+      else if (text.starts_with(doc.title + "\n\n")) doc.text.erase(0, doc.title.size() + 2);
+      else if (text.starts_with(doc.title + "\n")) doc.text.erase(0, doc.title.size() + 1);
+    }
+    invalid_utf8_replaced_ += replaced;
+    ++in.records;
+    ++documents_read_;
+    return true;
+  }
+}
+
+uint64_t count_doc_records(const std::string& path) {
+  DocReader reader(path);
+  Document doc;
+  while (reader.next(doc)) {
+  }
+  return reader.documents_read();
+}
+
+namespace {
+
+// The first `max_bytes` of text, cut at a character boundary, newlines shown as "\n".
+std::string text_preview(const std::string& text, size_t max_bytes) {
+  size_t n = std::min(text.size(), max_bytes);
+  while (n > 0 && n < text.size() && (static_cast<uint8_t>(text[n]) & 0xC0) == 0x80) --n;
+  std::string out;
+  for (char c : std::string_view(text).substr(0, n)) {
+    if (c == '\n') out += "\\n";
+    else out.push_back(c);
+  }
+  if (n < text.size()) out += "…";
+  return out;
+}
+
+}  // namespace
+
+void inspect_docs(const std::string& path, std::ostream& out, int max_records) {
+  DocReader reader(path);
+  Document doc;
+  std::vector<Document> first;
+  std::string kind;
+  uint64_t text_bytes = 0;
+  while (reader.next(doc)) {
+    if (kind.empty()) kind = reader.current_kind();
+    text_bytes += doc.text.size();
+    if (static_cast<int>(first.size()) < max_records) first.push_back(doc);
+  }
+  uint64_t disk_bytes = 0;
+  for (const std::string& f : reader.files()) disk_bytes += file_size(f);
+  out << path << "\n"
+      << "  kind: documents (" << (kind.empty() ? "empty" : kind) << ")\n"
+      << "  files: " << reader.files().size() << "\n"
+      << "  documents: " << reader.documents_read() << "\n"
+      << "  bytes: " << disk_bytes << " on disk, " << text_bytes << " of text\n";
+  if (reader.invalid_utf8_replaced())
+    out << "  invalid UTF-8 replaced: " << reader.invalid_utf8_replaced() << "\n";
+  for (const Document& d : first)
+    out << "  [" << d.id << "] " << d.title << " <" << d.url << ">\n    " << text_preview(d.text, 160) << "\n";
+}
+
+}  // namespace pretrain
