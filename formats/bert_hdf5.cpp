@@ -197,23 +197,49 @@ namespace {
 // ~2000 chunks for parallel inflation.
 constexpr int64_t kTargetChunkBytes = 256 << 10;
 
+// zlib-format deflate (what HDF5's gzip filter writes) with one stream per worker thread, reset
+// between chunks instead of allocating its ~300 KiB of state for every chunk.
+size_t deflate_chunk(const uint8_t* src, size_t bytes, int level, std::vector<uint8_t>& out) {
+  struct Stream {
+    z_stream zs{};
+    int level = -1;
+    ~Stream() {
+      if (level >= 0) deflateEnd(&zs);
+    }
+  };
+  thread_local Stream s;
+  if (s.level != level) {
+    if (s.level >= 0) deflateEnd(&s.zs);
+    s.zs = z_stream{};
+    s.level = -1;
+    if (deflateInit(&s.zs, level) != Z_OK) throw Error(cat("zlib deflateInit failed at level ", level));
+    s.level = level;
+  } else {
+    deflateReset(&s.zs);
+  }
+  size_t bound = deflateBound(&s.zs, static_cast<uLong>(bytes));
+  if (out.size() < bound) out.resize(bound);  // grows once; later chunks reuse it
+  s.zs.next_in = const_cast<uint8_t*>(src);
+  s.zs.avail_in = static_cast<uInt>(bytes);
+  s.zs.next_out = out.data();
+  s.zs.avail_out = static_cast<uInt>(out.size());
+  int rc = deflate(&s.zs, Z_FINISH);
+  if (rc != Z_STREAM_END) throw Error(cat("zlib deflate failed (", rc, ")"));
+  return static_cast<size_t>(s.zs.total_out);
+}
+
 // One row-block: R whole records for every dataset, then each dataset's deflated bytes.
 struct WriteChunk {
   int64_t index = 0;  // chunk row index: records [index*R, index*R + rows)
   int64_t rows = 0;
   BertBatch data;  // always R rows; rows past `rows` are zero (the fill value)
-  std::array<std::vector<uint8_t>, 6> deflated;
+  std::array<std::vector<uint8_t>, 6> deflated;  // capacity reused; valid up to deflated_size
+  std::array<size_t, 6> deflated_size{};
 
   void deflate(size_t column, int level) {
-    const uint8_t* src = column_data(data, column);
-    uLong bytes = static_cast<uLong>(column_width(kColumns[column], data.seq_len, data.max_predictions) *
-                                     data.size * static_cast<int64_t>(kColumns[column].elem));
-    auto& out = deflated[column];
-    out.resize(compressBound(bytes));
-    uLongf out_len = static_cast<uLongf>(out.size());
-    int rc = compress2(out.data(), &out_len, src, bytes, level);
-    if (rc != Z_OK) throw Error(cat("zlib compress2 failed (", rc, ") on a ", kColumns[column].name, " chunk"));
-    out.resize(out_len);
+    auto bytes = static_cast<size_t>(column_width(kColumns[column], data.seq_len, data.max_predictions) * data.size) *
+                 kColumns[column].elem;
+    deflated_size[column] = deflate_chunk(column_data(data, column), bytes, level, deflated[column]);
   }
 };
 
@@ -331,9 +357,9 @@ struct BertShardWriter::Impl {
     for (const auto& chunk : chunks) {
       hsize_t offset[2] = {static_cast<hsize_t>(chunk->index * rows_per_chunk), 0};
       for (size_t c = 0; c < kColumns.size(); ++c) {
-        const auto& bytes = chunk->deflated[c];
         // Filter mask 0: the bytes went through every filter of the pipeline (just gzip).
-        if (H5Dwrite_chunk(datasets[c].get(), H5P_DEFAULT, 0, offset, bytes.size(), bytes.data()) < 0)
+        if (H5Dwrite_chunk(datasets[c].get(), H5P_DEFAULT, 0, offset, chunk->deflated_size[c],
+                           chunk->deflated[c].data()) < 0)
           throw_hdf5(Where::at_record(out.tmp_path(), chunk->index * rows_per_chunk),
                      cat("cannot write a chunk of dataset '", kColumns[c].name, "'"));
       }
@@ -449,9 +475,10 @@ H5T_conv_ret_t refuse_overflow(H5T_conv_except_t kind, hid_t, hid_t, void*, void
 // and a later read of rows further down continues the same zlib stream.
 struct RawChunk {
   int64_t row_chunk = -1;
-  std::vector<uint8_t> stored;  // bytes as stored in the file
-  std::vector<uint8_t> data;    // the decoded chunk, valid up to `decoded`
-  size_t decoded = 0;
+  // Left uninitialised: every byte is overwritten before it is read.
+  std::unique_ptr<uint8_t[]> stored, data;  // bytes as stored in the file; the decoded chunk
+  size_t stored_size = 0, data_size = 0;
+  size_t decoded = 0;  // data[0, decoded) is valid
   bool deflated = true;
   bool stream_open = false;
   z_stream zs{};
@@ -466,25 +493,25 @@ struct RawChunk {
   void ensure(size_t prefix, const std::string& file, const std::string& what) {
     if (decoded >= prefix) return;
     if (!deflated) {
-      if (stored.size() != data.size())
-        throw Error(Where{file}, cat(what, ": unfiltered chunk has ", stored.size(), " bytes, expected ", data.size()));
-      std::memcpy(data.data(), stored.data(), data.size());
-      decoded = data.size();
+      if (stored_size != data_size)
+        throw Error(Where{file}, cat(what, ": unfiltered chunk has ", stored_size, " bytes, expected ", data_size));
+      std::memcpy(data.get(), stored.get(), data_size);
+      decoded = data_size;
       return;
     }
     if (!stream_open) {
       if (inflateInit(&zs) != Z_OK) throw Error(Where{file}, cat(what, ": zlib inflateInit failed"));
       stream_open = true;
-      zs.next_in = stored.data();
-      zs.avail_in = static_cast<uInt>(stored.size());
+      zs.next_in = stored.get();
+      zs.avail_in = static_cast<uInt>(stored_size);
     }
-    zs.next_out = data.data() + decoded;
+    zs.next_out = data.get() + decoded;
     zs.avail_out = static_cast<uInt>(prefix - decoded);
     int rc = inflate(&zs, Z_SYNC_FLUSH);
-    decoded = static_cast<size_t>(zs.next_out - data.data());
-    if (rc == Z_STREAM_END ? decoded != data.size() : (rc != Z_OK && rc != Z_BUF_ERROR) || decoded < prefix)
+    decoded = static_cast<size_t>(zs.next_out - data.get());
+    if (rc == Z_STREAM_END ? decoded != data_size : (rc != Z_OK && rc != Z_BUF_ERROR) || decoded < prefix)
       throw Error(Where{file}, cat(what, ": corrupt or truncated gzip data (zlib ", rc, zs.msg ? cat(": ", zs.msg) : "",
-                                   ") after ", decoded, " of ", data.size(), " bytes"));
+                                   ") after ", decoded, " of ", data_size, " bytes"));
   }
 };
 
@@ -661,22 +688,25 @@ struct BertShardReader::Impl {
     if (cached && cached->row_chunk == row_chunk) return cached;
     auto c = std::make_shared<RawChunk>();
     c->row_chunk = row_chunk;
-    c->data.resize(d.chunk_bytes);
+    c->data = std::make_unique_for_overwrite<uint8_t[]>(d.chunk_bytes);
+    c->data_size = d.chunk_bytes;
     hsize_t offset[2] = {static_cast<hsize_t>(row_chunk * d.chunk_rows), static_cast<hsize_t>(col_chunk * d.chunk_cols)};
     Where where = Where::at_record(path, row_chunk * d.chunk_rows);
     hsize_t stored = 0;
     if (H5Dget_chunk_storage_size(d.id.get(), offset, &stored) < 0)
       throw_hdf5(where, cat("cannot locate a chunk of dataset '", d.column->name, "'"));
     if (stored == 0) {  // never written: all fill value (0)
+      std::memset(c->data.get(), 0, d.chunk_bytes);
       c->deflated = false, c->decoded = d.chunk_bytes;
       return c;
     }
     if (stored > compressBound(static_cast<uLong>(d.chunk_bytes)))
       throw Error(where, cat("chunk of dataset '", d.column->name, "' claims ", stored, " stored bytes, expected at most ",
                              compressBound(static_cast<uLong>(d.chunk_bytes)), " for a ", d.chunk_bytes, "-byte chunk"));
-    c->stored.resize(stored);
+    c->stored = std::make_unique_for_overwrite<uint8_t[]>(stored);
+    c->stored_size = stored;
     uint32_t skipped = 0;
-    if (H5Dread_chunk(d.id.get(), H5P_DEFAULT, offset, &skipped, c->stored.data()) < 0)
+    if (H5Dread_chunk(d.id.get(), H5P_DEFAULT, offset, &skipped, c->stored.get()) < 0)
       throw_hdf5(where, cat("cannot read a chunk of dataset '", d.column->name, "'"));
     c->deflated = d.deflate && !(skipped & 1u);  // bit 0 set: gzip was skipped for this chunk
     return c;
@@ -690,7 +720,7 @@ struct BertShardReader::Impl {
     const int64_t ncols = std::min(d.chunk_cols, d.width - col0);
     j.chunk->ensure(static_cast<size_t>((j.row_hi - first_row) * d.chunk_cols) * elem, file,
                     cat("dataset '", d.column->name, "' chunk at record ", first_row));
-    const uint8_t* src = j.chunk->data.data() + static_cast<size_t>((j.row_lo - first_row) * d.chunk_cols) * elem;
+    const uint8_t* src = j.chunk->data.get() + static_cast<size_t>((j.row_lo - first_row) * d.chunk_cols) * elem;
     uint8_t* dst = j.out + static_cast<size_t>((j.row_lo - begin) * d.width + col0) * elem;
     if (d.chunk_cols == d.width) {  // whole rows: one block
       std::memcpy(dst, src, static_cast<size_t>((j.row_hi - j.row_lo) * d.width) * elem);
