@@ -1,6 +1,7 @@
 #include "formats/megatron.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <ostream>
@@ -224,6 +225,10 @@ void MegatronWriter::finalize() {
 
 // ---- token spans --------------------------------------------------------------------------------
 
+void throw_dtype_mismatch(MegatronDType stored, MegatronDType asked) {
+  throw Error(cat("tokens are ", megatron_dtype_name(stored), ", not ", megatron_dtype_name(asked)));
+}
+
 template <typename T>
 static T load(const void* base, size_t i) {
   T v;
@@ -312,6 +317,7 @@ void MegatronReader::validate() {
   expect(megatron_dtype_valid(code), at(17), "a dtype code 1-8", cat("code ", int(code)));
   dtype_ = static_cast<MegatronDType>(code);
   itemsize_ = megatron_itemsize(dtype_);
+  item_shift_ = unsigned(std::countr_zero(itemsize_));
   const uint64_t sequences = load<uint64_t>(p + 18, 0);
   const uint64_t documents = load<uint64_t>(p + 26, 0);
   expect(documents >= 1, at(26), "a document count of at least 1 (document_indices starts with 0)", "0");

@@ -203,10 +203,14 @@ class MegatronReader {
   UnalignedArray<int64_t> sequence_pointers() const { return pointers_; }
   UnalignedArray<int64_t> document_indices() const { return document_indices_; }
 
-  // Sequence i (Megatron's dataset[i]); throws Error when i is out of range.
+  // Sequence i (Megatron's dataset[i]); throws Error when i is out of range. Validation proved
+  // every pointer is the sum of the lengths before it, so the span runs to the next pointer (or
+  // the end of the .bin): one cache line of the index per lookup instead of two.
   TokenSpan sequence(size_t i) const {
     if (i >= lengths_.size()) throw_out_of_range(i);
-    return {bin_.data() + pointers_[i], static_cast<size_t>(lengths_[i]), dtype_};
+    const uint64_t begin = uint64_t(pointers_[i]);
+    const uint64_t end = i + 1 < lengths_.size() ? uint64_t(pointers_[i + 1]) : bin_.size();
+    return {bin_.data() + begin, size_t((end - begin) >> item_shift_), dtype_};
   }
   TokenSpan operator[](size_t i) const { return sequence(i); }
   // Megatron's get(i, offset, length); length -1 means to the end of the sequence.
@@ -226,6 +230,7 @@ class MegatronReader {
   MappedFile idx_, bin_;
   MegatronDType dtype_ = MegatronDType::u16;
   size_t itemsize_ = 2;
+  unsigned item_shift_ = 1;  // log2(itemsize_)
   UnalignedArray<int32_t> lengths_;
   UnalignedArray<int64_t> pointers_;
   UnalignedArray<int64_t> document_indices_;
@@ -245,10 +250,12 @@ constexpr MegatronDType megatron_dtype_of() {
   else static_assert(sizeof(T) == 0, "no Megatron dtype for this type");
 }
 
+// Out of line, so that as<T>() stays small enough to inline into hot loops.
+[[noreturn]] void throw_dtype_mismatch(MegatronDType stored, MegatronDType asked);
+
 template <typename T>
 std::span<const T> TokenSpan::as() const {
-  if (dtype != megatron_dtype_of<T>())
-    throw Error(cat("tokens are ", megatron_dtype_name(dtype), ", not ", megatron_dtype_name(megatron_dtype_of<T>())));
+  if (dtype != megatron_dtype_of<T>()) throw_dtype_mismatch(dtype, megatron_dtype_of<T>());
   return {static_cast<const T*>(data), size};
 }
 
