@@ -255,6 +255,7 @@ struct BertShardWriter::Impl {
   int64_t records = 0;
   int64_t extent = 0;  // rows the datasets currently hold
   bool committed = false;
+  bool broken = false;  // a chunk failed to compress or write: the file is incomplete
 
   std::unique_ptr<WriteChunk> staging;  // being filled by append
   std::vector<std::unique_ptr<WriteChunk>> filled, compressing, spare;
@@ -331,6 +332,8 @@ struct BertShardWriter::Impl {
   // Waits for the chunks being compressed, writes them, and starts compressing the filled ones.
   void rotate() {
     quiet_hdf5();
+    if (broken) throw Error(Where{out.path()}, "an earlier write failed; the shard cannot be completed");
+    broken = true;
     workers.wait();
     write_chunks(compressing);
     for (auto& c : compressing) spare.push_back(std::move(c));
@@ -339,6 +342,7 @@ struct BertShardWriter::Impl {
     for (auto& c : compressing)
       for (size_t col = 0; col < kColumns.size(); ++col)
         workers.run([chunk = c.get(), col, lvl = level] { chunk->deflate(col, lvl); });
+    broken = false;
   }
 
   void set_extent(int64_t rows) {
