@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Format speed: our BERT HDF5 and Megatron .bin/.idx writers/readers against h5py and numpy memmap,
 # measured in the same run on the same machine. Prints a table (ours, peer, ratio, goal).
-#   scripts/bench/formats.sh [--records N] [--tokens N] [--threads T] [--dir DIR]
+#   scripts/bench/formats.sh [--records N] [--tokens N] [--random N] [--threads T] [--dir DIR]
+# --random: single BERT records read at random indices (each one inflates part of a chunk).
 # Defaults are the issue's sizes: 1,000,000 BERT seq-128 records and 500,000,000 tokens.
 # Reads are from the page cache (no root to drop it), for us and the peers alike.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-records=1000000 tokens=500000000 threads=$(nproc) dir=""
+records=1000000 tokens=500000000 random=10000 threads=$(nproc) dir=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --records) records=$2; shift 2 ;;
     --tokens) tokens=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --random) random=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -33,9 +35,9 @@ run() {  # run SIDE CMD...: keeps the RESULT lines, tagged with the side
   "$@" | tee /dev/stderr | awk -v side="$side" '$1=="RESULT"{print side, $2, $3, $4}' >>"$results"
 }
 mkdir -p "$dir/bert" "$dir/megatron"
-run ours build/bench/bench_bert_hdf5 --records "$records" --threads "$threads" --dir "$dir/bert"
+run ours build/bench/bench_bert_hdf5 --records "$records" --random "$random" --threads "$threads" --dir "$dir/bert"
 rm -rf "$dir/bert"/*
-run peer $py scripts/bench/bert_hdf5_peer.py --records "$records" --dir "$dir/bert"
+run peer $py scripts/bench/bert_hdf5_peer.py --records "$records" --random "$random" --dir "$dir/bert"
 rm -rf "$dir/bert"
 run ours build/bench/bench_megatron --tokens "$tokens" --dir "$dir/megatron"
 rm -rf "$dir/megatron"/*
