@@ -236,6 +236,13 @@ static T load(const void* base, size_t i) {
   return v;
 }
 
+// A float token as an id: truncated, and refused when NaN or beyond int64.
+static int64_t float_token(double v, size_t i) {
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+    throw Error(cat("token ", v, " at position ", i, " is not a token id"));
+  return static_cast<int64_t>(v);
+}
+
 int64_t TokenSpan::operator[](size_t i) const {
   switch (dtype) {
     case MegatronDType::u8: return load<uint8_t>(data, i);
@@ -243,8 +250,8 @@ int64_t TokenSpan::operator[](size_t i) const {
     case MegatronDType::i16: return load<int16_t>(data, i);
     case MegatronDType::i32: return load<int32_t>(data, i);
     case MegatronDType::i64: return load<int64_t>(data, i);
-    case MegatronDType::f64: return static_cast<int64_t>(load<double>(data, i));
-    case MegatronDType::f32: return static_cast<int64_t>(load<float>(data, i));
+    case MegatronDType::f64: return float_token(load<double>(data, i), i);
+    case MegatronDType::f32: return float_token(load<float>(data, i), i);
     case MegatronDType::u16: return load<uint16_t>(data, i);
   }
   return 0;
@@ -255,8 +262,10 @@ static void widen(const void* data, size_t n, int32_t* out) {
   for (size_t i = 0; i < n; ++i) {
     In v = load<In>(data, i);
     if constexpr (std::is_floating_point_v<In>) {
-      if (!(v >= In(-2147483648.0) && v <= In(2147483647.0)) || v != std::trunc(v))
-        throw Error(cat("token ", double(v), " at position ", i, " is not an int32 token id"));
+      // Compared as double: 2^31 - 1 is not a float, and (float)2147483647 rounds up to 2^31.
+      const double d = v;
+      if (!(d >= -2147483648.0 && d < 2147483648.0) || d != std::trunc(d))
+        throw Error(cat("token ", d, " at position ", i, " is not an int32 token id"));
     } else if constexpr (sizeof(In) >= 4) {
       if (!std::in_range<int32_t>(v)) throw Error(cat("token ", v, " at position ", i, " does not fit int32"));
     }

@@ -165,7 +165,7 @@ struct TokenSpan {
   // The tokens as their stored type; throws Error when T is not that type.
   template <typename T>
   std::span<const T> as() const;
-  // Token i widened to int64 (any dtype; floats are truncated).
+  // Token i widened to int64 (any dtype; floats are truncated, NaN or out of range throws).
   int64_t operator[](size_t i) const;
   // Widens every token to int32 into out[0..size). Throws Error when a value does not fit.
   void to_int32(int32_t* out) const;
