@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compares our cleaned Wikipedia text with wikiextractor's on the same dump.
 
-    wikiprep_quality.py OURS THEIRS [--name NAME] [--json OUT.json] [--worst K]
+    wikiprep_quality.py OURS THEIRS [--name NAME] [--json OUT.json] [--worst K] [--dump DUMP]
 
 OURS and THEIRS are JSON-lines documents ({"id","title","text",…}): files (.jsonl, .jsonl.bz2,
 .jsonl.zst) or directories of them (wikiprep's docs-*.jsonl.zst shards). .zst is read with the
@@ -10,7 +10,8 @@ OURS and THEIRS are JSON-lines documents ({"id","title","text",…}): files (.js
 wikiextractor's quirks are undone first (/work/shared/data/wikipedia/README.md): its text is
 HTML-escaped, its titles keep XML escapes, redirects come out with empty text, and ns-0 titles
 with ':' are missing; so the comparison is over ns-0 non-redirect articles, ours without ':'
-titles, theirs without empty redirect records. formula_N / codice_N placeholders are not words.
+titles, theirs without empty redirect records (with --dump: without any record of a redirect or
+non-ns-0 page). formula_N / codice_N placeholders are not words.
 
 Prints: articles in both / only ours / only theirs; per article word recall of their words in ours
 (mean, 5th percentile) and precision (ours they also have); and, over the articles in both, the
@@ -91,7 +92,14 @@ def percentile(values, p):
     return s[min(len(s) - 1, int(p / 100 * len(s)))]
 
 
-def compare(ours_path, theirs_path, worst=0):
+def non_articles(dump):
+    """Ids of the dump's pages that are no ns-0 articles (redirects, other namespaces)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import extract_wikitext
+    return {p["id"] for p, _ in extract_wikitext.pages(dump) if p["ns"] != "0" or p["redirect"]}
+
+
+def compare(ours_path, theirs_path, worst=0, dump=None):
     ours = read_docs(ours_path)
     theirs = read_docs(theirs_path)
     for d in theirs.values():  # undo wikiextractor's escaping
@@ -109,6 +117,11 @@ def compare(ours_path, theirs_path, worst=0):
         if t is not None:
             theirs[k] = theirs.pop(t)
             retitled += 1
+    # With the dump at hand, redirects are known for sure: wikiextractor sometimes gives one text
+    # (wikidump-enwiki-10k's "Actinomeris squarrosa": a broken comment after #REDIRECT).
+    redirects = sorted((non_articles(dump) & set(theirs)) - set(ours)) if dump else []
+    for k in redirects:
+        del theirs[k]
     both = sorted(set(ours) & set(theirs), key=lambda k: int(k) if k.isdigit() else k)
     # What is left of those mis-parsed pages (raw "<ns>…<revision>" as text, redirects among
     # them) is no article: counted apart, not as a set difference.
@@ -128,6 +141,7 @@ def compare(ours_path, theirs_path, worst=0):
         "both": len(both),
         "paired_by_title": retitled,
         "theirs_misparsed": misparsed,
+        "theirs_redirects": redirects,
         "only_ours": sorted(set(ours) - set(theirs)),
         "only_theirs": sorted(set(theirs) - set(ours)),
         "recall_mean": sum(recall) / len(recall) if recall else float("nan"),
@@ -144,7 +158,8 @@ def print_table(name, r, out=sys.stdout):
     print(f"== {name}", file=out)
     print(f"articles: both {r['both']} ({r['paired_by_title']} paired by title), only ours "
           f"{len(r['only_ours'])}, only theirs {len(r['only_theirs'])}"
-          f"{', their misparsed pages left out ' + str(len(r['theirs_misparsed'])) if r['theirs_misparsed'] else ''}",
+          f"{', their misparsed pages left out ' + str(len(r['theirs_misparsed'])) if r['theirs_misparsed'] else ''}"
+          f"{', their redirect records left out ' + str(len(r['theirs_redirects'])) if r['theirs_redirects'] else ''}",
           file=out)
     for label in ("only_ours", "only_theirs"):
         if r[label]:
@@ -169,8 +184,9 @@ def main():
     ap.add_argument("--name", default=None)
     ap.add_argument("--json", help="also write the numbers here")
     ap.add_argument("--worst", type=int, default=0, help="list the K articles of lowest recall")
+    ap.add_argument("--dump", help="the XML dump both came from: its redirects are left out for sure")
     args = ap.parse_args()
-    r = compare(args.ours, args.theirs, args.worst)
+    r = compare(args.ours, args.theirs, args.worst, args.dump)
     print_table(args.name or os.path.basename(args.theirs), r)
     if args.json:
         with open(args.json, "w") as f:

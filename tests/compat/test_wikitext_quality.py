@@ -31,7 +31,7 @@ def main():
                            stdout=out, check=True)
         with open(pages) as inp, open(ours, "w") as out:
             subprocess.run([cu.tool("wikitext_clean")], stdin=inp, stdout=out, check=True)
-        r = wq.compare(ours, reference)
+        r = wq.compare(ours, reference, dump=dump)
     wq.print_table("enwiki main sample", r)
 
     failures = []
