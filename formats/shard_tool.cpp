@@ -52,12 +52,12 @@ static ShardKind detect_kind(const std::string& path) {
   }
   if (head.rfind("\x89HDF\r\n\x1a\n", 0) == 0) return ShardKind::bert_hdf5;
   if (head.size() >= 9 && std::memcmp(head.data(), kMegatronMagic, 9) == 0) return ShardKind::megatron;
-  if (ends_with(path, ".bin") && file_exists(megatron_idx_path(megatron_prefix(path)))) return ShardKind::megatron;
-  if (head.size() >= 4) {
+  if (head.size() >= 4) {  // before the .bin-with-.idx test: llm.c shards end in .bin too
     int32_t magic;
     std::memcpy(&magic, head.data(), 4);
     if (magic == kLlmcMagicGpt2 || magic == kLlmcMagicLlama3) return ShardKind::llmc;
   }
+  if (ends_with(path, ".bin") && file_exists(megatron_idx_path(megatron_prefix(path)))) return ShardKind::megatron;
   return ShardKind::docs;
 }
 
