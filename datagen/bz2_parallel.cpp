@@ -466,12 +466,22 @@ tbb::filter<void, std::shared_ptr<Bz2Piece>> Bz2Reader::source_filter() {
 }
 
 void Bz2Reader::for_each_piece(const std::function<void(std::string_view bytes)>& sink) {
+  // Errors (ours or the sink's) stop the scan and let the pipeline drain instead of cancelling
+  // it, so that no token is left behind; the first one is thrown afterwards.
+  std::exception_ptr error;
   auto deliver = tbb::make_filter<std::shared_ptr<Bz2Piece>, void>(tbb::filter_mode::serial_in_order, [&](std::shared_ptr<Bz2Piece> piece) {
-    if (!piece->bytes().empty()) sink(piece->bytes());
-    piece->check();
+    if (error) return;
+    try {
+      if (!piece->bytes().empty()) sink(piece->bytes());
+      piece->check();
+    } catch (...) {
+      error = std::current_exception();
+      scanner_->stop();
+    }
   });
   tbb::task_arena arena(std::min(threads_, max_threads()));
   arena.execute([&] { tbb::parallel_pipeline(max_in_flight_, source_filter() & deliver); });
+  if (error) std::rethrow_exception(error);
 }
 
 bool Bz2Reader::is_bz2() const { return scanner_->is_bz2(); }

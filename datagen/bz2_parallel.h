@@ -77,9 +77,11 @@ class Bz2Reader {
   // delivered. Call once.
   void for_each_piece(const std::function<void(std::string_view bytes)>& sink);
 
-  // The same stages as a filter for a caller's own parallel_pipeline: call piece.check() in the
-  // first serial_in_order stage after it (after using bytes()); nothing comes after an error.
-  // Use either this or for_each_piece, once.
+  // The same stages as a filter for a caller's own parallel_pipeline (max_in_flight() tokens).
+  // In the first serial_in_order stage after it, use bytes() and then piece.check(); the scan has
+  // already stopped at an error and later pieces are empty, so that stage may instead keep the
+  // exception (catch it) and rethrow it after parallel_pipeline returns, which lets the pipeline
+  // drain rather than be cancelled. Use either this or for_each_piece, once.
   tbb::filter<void, std::shared_ptr<Bz2Piece>> source_filter();
   size_t max_in_flight() const { return max_in_flight_; }
 

@@ -3,6 +3,7 @@
 // way to reject input; a crash, hang or any other exception is a bug.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,7 +15,8 @@
 #include "datagen/bz2_scan.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static bool quiet = (pretrain::set_log_level(pretrain::LogLevel::error), true);
+  // Quiet warnings; a reader that stops early closes the pipe under the writer: no SIGPIPE.
+  static bool quiet = (pretrain::set_log_level(pretrain::LogLevel::error), std::signal(SIGPIPE, SIG_IGN), true);
   (void)quiet;
   std::span<const uint8_t> bytes(data, size);
   for (pretrain::bz2::Magic m = pretrain::bz2::find_magic(bytes, 0); m.kind != pretrain::bz2::MagicKind::none;
@@ -38,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     reader.for_each_piece([&](std::string_view piece) { delivered += piece.size(); });
   } catch (const pretrain::Error&) {
   }
-  writer.join();
   ::close(fds[0]);
+  writer.join();
   return 0;
 }
