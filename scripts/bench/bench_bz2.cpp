@@ -1,8 +1,6 @@
 // bench_bz2 FILE [--threads N]: decodes FILE with Bz2Reader into nowhere and prints
 //   RESULT bz2_decode <MB/s of decoded output> <seconds>
 // Compare with `time lbzip2 -dc -n N FILE > /dev/null`.
-//
-// The bench programs link pretrain_formats only, so the reader's sources are compiled in here.
 #include <tbb/global_control.h>
 
 #include <chrono>
@@ -11,8 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "datagen/bz2_parallel.cpp"
-#include "datagen/bz2_scan.cpp"
+#include "datagen/bz2_parallel.h"
 
 int main(int argc, char** argv) {
   std::string path;

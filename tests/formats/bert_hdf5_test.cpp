@@ -3,6 +3,8 @@
 #include "formats/bert_hdf5.h"
 
 #include <gtest/gtest.h>
+
+#include <cstring>
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -339,6 +341,29 @@ TEST(BertHdf5, TruncatedAndCorruptFilesThrowNamingTheFile) {
       }
     }
   }
+}
+
+// A chunk dimension of 0 in a layout message made libhdf5 1.10 die of SIGFPE inside H5Dopen2
+// (found by fuzzing). The reader must refuse such a file with an Error before HDF5 divides by it.
+TEST(BertHdf5, ZeroChunkDimensionIsAnErrorNotACrash) {
+  TempDir dir;
+  std::string good = dir.file("good.hdf5");
+  write_random(good, 20, 16, 4, 8);
+  std::string bytes = read_file(good);
+  // Version-1 object header message "layout" (type 8), version 3, class chunked: 08 00 len len
+  // flags 0 0 0 | 03 02 rank+1 | address (8) | dims (4 each).
+  int damaged_files = 0;
+  for (size_t at = 0; at + 8 + 3 + 8 + 4 <= bytes.size(); ++at) {
+    if (bytes[at] != 8 || bytes[at + 1] != 0 || bytes[at + 8] != 3 || bytes[at + 9] != 2) continue;
+    if (bytes[at + 10] != 2 && bytes[at + 10] != 3) continue;
+    std::string damaged = bytes;
+    std::memset(damaged.data() + at + 8 + 3 + 8, 0, 4);
+    std::string path = dir.file("zero-chunk.hdf5");
+    write_file_atomic(path, damaged);
+    expect_error([&] { BertShardReader reader(path); }, {path, "chunk dimension of 0"});
+    ++damaged_files;
+  }
+  EXPECT_EQ(damaged_files, 6) << "expected one chunked layout message per dataset";
 }
 
 // ---------------------------------------------------------------------------------------------
