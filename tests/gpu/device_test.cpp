@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "common/device.h"
+#include "common/error.h"
 
 using namespace pretrain;
 
