@@ -1,0 +1,576 @@
+#include "datagen/wikiprep.h"
+
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_pipeline.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "common/cli.h"
+#include "common/file.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/manifest.h"
+#include "common/progress.h"
+#include "datagen/bz2_parallel.h"
+#include "datagen/sentences.h"
+#include "datagen/wikitext.h"
+#include "datagen/xml_pages.h"
+#include "formats/doc_shards.h"
+#include "formats/utf8.h"
+
+namespace pretrain {
+namespace {
+
+using nlohmann::json;
+
+const char* format_name(WikiprepFormat f) { return f == WikiprepFormat::jsonl ? kFormatDocs : kFormatSentences; }
+const char* shard_prefix(WikiprepFormat f) { return f == WikiprepFormat::jsonl ? "docs" : "sentences"; }
+const char* shard_suffix(WikiprepFormat f) { return f == WikiprepFormat::jsonl ? ".jsonl.zst" : ".txt"; }
+
+// What became of one page. Decided in order by the XML stage (namespace, redirect) or by the
+// cleaning stage (too short); counted in order by the writing stage.
+enum class Outcome : uint8_t { article, redirect_kept, redirect_skipped, namespace_skipped, short_skipped };
+
+struct Item {
+  uint64_t ordinal = 0;  // the page's position in the dump
+  Outcome outcome = Outcome::article;
+  Page page;             // articles only: their wikitext until cleaned
+  Document doc;          // filled by the cleaning stage
+  std::string sentences;  // --format sentences: the document's lines
+  uint64_t sentence_count = 0;
+  uint64_t repaired = 0;  // invalid UTF-8 replaced in `sentences`
+};
+
+// The pages one decoded piece of input completed (about 1-4 MB of wikitext), in dump order.
+struct Batch {
+  std::vector<Item> items;
+};
+
+// Counts kept in order by the writing stage; a checkpoint stores them so a resumed run carries on.
+struct Counts {
+  uint64_t pages_seen = 0, articles_written = 0, redirects_skipped = 0, namespaces_skipped = 0,
+           short_skipped = 0, sentences = 0, text_bytes = 0, invalid_utf8_replaced = 0;
+
+  json to_json() const {
+    return {{"pages_seen", pages_seen},           {"articles_written", articles_written},
+            {"redirects_skipped", redirects_skipped}, {"namespaces_skipped", namespaces_skipped},
+            {"short_skipped", short_skipped},     {"sentences", sentences},
+            {"text_bytes", text_bytes},           {"invalid_utf8_replaced", invalid_utf8_replaced}};
+  }
+  static Counts from_json(const json& j, const std::string& source) {
+    Counts c;
+    auto get = [&](const char* key) -> uint64_t {
+      if (!j.contains(key) || !j[key].is_number_unsigned())
+        throw Error(Where{source}, cat("stats.", key, ": expected an unsigned number"));
+      return j[key].get<uint64_t>();
+    };
+    c.pages_seen = get("pages_seen");
+    c.articles_written = get("articles_written");
+    c.redirects_skipped = get("redirects_skipped");
+    c.namespaces_skipped = get("namespaces_skipped");
+    c.short_skipped = get("short_skipped");
+    c.sentences = get("sentences");
+    c.text_bytes = get("text_bytes");
+    c.invalid_utf8_replaced = get("invalid_utf8_replaced");
+    return c;
+  }
+};
+
+uint64_t code_points(std::string_view s) {
+  uint64_t n = 0;
+  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+// Where documents go: the zstd JSON-lines shards, or Google's sentence text.
+class ShardOutput {
+ public:
+  virtual ~ShardOutput() = default;
+  virtual void add(const Item& item) = 0;  // may commit the shard before it
+  virtual void close_shard() = 0;
+  virtual const std::vector<ShardEntry>& shards() const = 0;  // committed by this run
+  virtual uint64_t text_bytes() const = 0;                    // by this run, uncompressed
+  virtual uint64_t invalid_utf8_replaced() const = 0;
+  // Closes the last shard; the manifest is `base` plus this run's shards.
+  virtual Manifest finish(Manifest base) = 0;
+};
+
+class DocsOutput final : public ShardOutput {
+ public:
+  DocsOutput(const std::string& dir, DocShardOptions options) : writer_(dir, std::move(options)) {}
+  void add(const Item& item) override { writer_.add(item.doc); }
+  void close_shard() override { writer_.close_shard(); }
+  const std::vector<ShardEntry>& shards() const override { return writer_.shards(); }
+  uint64_t text_bytes() const override { return writer_.jsonl_bytes(); }
+  uint64_t invalid_utf8_replaced() const override { return writer_.invalid_utf8_replaced(); }
+  Manifest finish(Manifest base) override { return writer_.finish(std::move(base)); }
+
+ private:
+  DocShardWriter writer_;
+};
+
+// sentences-00000.txt …: plain text, closed before a document would take it past shard_bytes (a
+// lone larger document gets a shard of its own), written through AtomicFile.
+class SentencesOutput final : public ShardOutput {
+ public:
+  SentencesOutput(std::string dir, uint64_t shard_bytes, uint64_t first_index)
+      : dir_(std::move(dir)), shard_bytes_(shard_bytes), next_index_(first_index) {}
+
+  void add(const Item& item) override {
+    size_t bytes = item.sentences.size() + 1;  // the document's lines and the blank line after it
+    if (file_ && records_ > 0 && file_->bytes_written() + bytes > shard_bytes_) close_shard();
+    if (!file_) {
+      file_ = std::make_unique<AtomicFile>(
+          path_join(dir_, wikiprep_shard_name(WikiprepFormat::sentences, next_index_++)));
+      hash_ = std::make_unique<Xxh3Stream>();
+      records_ = 0;
+    }
+    file_->write(item.sentences);
+    file_->write("\n", 1);
+    hash_->update(item.sentences.data(), item.sentences.size());
+    hash_->update("\n", 1);
+    records_ += 1;
+    text_bytes_ += bytes;
+    invalid_ += item.repaired;
+  }
+  void close_shard() override {
+    if (!file_) return;
+    uint64_t bytes = file_->bytes_written();
+    file_->commit();
+    shards_.push_back(ShardEntry{base_name(file_->path()), records_, bytes, hex64(hash_->digest()), {}});
+    file_.reset();
+  }
+  const std::vector<ShardEntry>& shards() const override { return shards_; }
+  uint64_t text_bytes() const override { return text_bytes_; }
+  uint64_t invalid_utf8_replaced() const override { return invalid_; }
+  Manifest finish(Manifest base) override {
+    close_shard();
+    Manifest m = std::move(base);
+    m.format = kFormatSentences;
+    m.shards.insert(m.shards.end(), shards_.begin(), shards_.end());
+    m.stats["documents"] = m.total_records();
+    return m;
+  }
+
+ private:
+  std::string dir_;
+  uint64_t shard_bytes_, next_index_;
+  std::unique_ptr<AtomicFile> file_;
+  std::unique_ptr<Xxh3Stream> hash_;
+  uint64_t records_ = 0, text_bytes_ = 0, invalid_ = 0;
+  std::vector<ShardEntry> shards_;
+};
+
+// "docs-00012.jsonl.zst" → 12 when it is one of this format's shard names.
+std::optional<uint64_t> shard_index(WikiprepFormat format, const std::string& name) {
+  std::string prefix = std::string(shard_prefix(format)) + "-", suffix = shard_suffix(format);
+  if (name.size() != prefix.size() + 5 + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix))
+    return std::nullopt;
+  uint64_t index = 0;
+  for (size_t i = prefix.size(); i < prefix.size() + 5; ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    index = index * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  return index;
+}
+
+class Wikiprep {
+ public:
+  explicit Wikiprep(const WikiprepOptions& options) : o_(options) {}
+
+  WikiprepStats run() {
+    auto start = std::chrono::steady_clock::now();
+    check_options();
+    make_dirs(o_.output_dir);
+    Bz2ReaderOptions reader_options;
+    reader_options.threads = std::max(1, max_threads());
+    reader_options.read_size = 4u << 20;  // plain input: 4 MB pieces keep batches small
+    Bz2Reader reader(o_.input, reader_options);
+    base_ = base_manifest(reader);
+    if (o_.resume) {
+      if (auto done = load_resume_point()) return *done;
+    } else {
+      remove_outputs_from(0);
+    }
+    counts_ = baseline_;
+    open_output();
+    checkpoint(counts_);
+    process(reader);
+    WikiprepStats stats = finish(reader, start);
+    log_summary(stats);
+    return stats;
+  }
+
+ private:
+  void check_options() const {
+    if (o_.input.empty()) throw UsageError("no input dump given");
+    if (o_.output_dir.empty()) throw UsageError("no output directory given (-o DIR)");
+    if (o_.shard_bytes == 0) throw UsageError("--shard-bytes must be positive");
+    if (o_.namespaces.empty()) throw UsageError("--namespaces needs at least one namespace");
+  }
+
+  json options_json() const {
+    return {{"format", format_name(o_.format)}, {"shard_bytes", o_.shard_bytes},
+            {"namespaces", o_.namespaces},      {"keep_redirects", o_.keep_redirects},
+            {"min_chars", o_.min_chars},        {"zstd_level", o_.zstd_level}};
+  }
+
+  Manifest base_manifest(const Bz2Reader& reader) const {
+    Manifest m;
+    m.format = format_name(o_.format);
+    m.tool = cat("wikiprep ", version_string());
+    m.args = o_.args;
+    m.extra["input"] = {{"path", o_.input}, {"size", reader.compressed_size()}};
+    m.extra["options"] = options_json();
+    return m;
+  }
+
+  // --resume: returns the stats of a run that is already complete, or sets up where to go on.
+  std::optional<WikiprepStats> load_resume_point() {
+    std::string path = path_join(o_.output_dir, kManifestName);
+    if (!file_exists(path)) {
+      log_info("--resume: no ", path, " yet, starting from the beginning");
+      remove_outputs_from(0);
+      return std::nullopt;
+    }
+    Manifest m = Manifest::read(path);
+    if (m.format != format_name(o_.format))
+      throw UsageError(cat(path, ": --resume of format ", m.format, " with --format ", format_name(o_.format)));
+    if (m.extra.value("options", json()) != options_json())
+      throw UsageError(cat(path, ": --resume with other options than the run it continues: it had ",
+                           m.extra.value("options", json()).dump(), ", now ", options_json().dump()));
+    check_same_input(m, path);
+    Manifest shards_only = m;
+    shards_only.complete = true;  // unfinished is what we know: check the shards
+    std::vector<VerifyProblem> problems = verify_manifest(shards_only, o_.output_dir);
+    if (!problems.empty())
+      throw Error(Where{path_join(o_.output_dir, problems[0].file)},
+                  cat("--resume: a kept shard does not match the manifest: ", problems[0].message));
+    if (m.complete) {
+      log_info(o_.output_dir, " is already complete (", m.shards.size(), " shards verified)");
+      WikiprepStats s;
+      Counts c = Counts::from_json(m.stats, path);
+      fill_counts(s, c);
+      s.shards = m.shards.size();
+      s.complete = true;
+      return s;
+    }
+    const json& resume = m.extra.value("resume", json());
+    if (!resume.is_object() || !resume.value("pages_seen", json()).is_number_unsigned() ||
+        resume.value("shards", json()) != m.shards.size())
+      throw Error(Where{path}, "extra.resume: expected {pages_seen, shards} matching the shard list");
+    skip_pages_ = resume["pages_seen"].get<uint64_t>();
+    baseline_ = Counts::from_json(m.stats, path);
+    kept_ = m.shards;
+    remove_outputs_from(kept_.size());
+    log_info("resuming after ", skip_pages_, " pages and ", kept_.size(), " shards");
+    return std::nullopt;
+  }
+
+  void check_same_input(const Manifest& m, const std::string& path) const {
+    const json& input = m.extra.value("input", json());
+    std::string was = input.value("path", std::string());
+    uint64_t was_size = input.value("size", uint64_t{0}), size = base_.extra["input"]["size"].get<uint64_t>();
+    if (was == "-" || o_.input == "-") {
+      log_warn("--resume with stdin: cannot check that the input is the one the manifest was made from");
+      return;
+    }
+    if (base_name(was) != base_name(o_.input) || (was_size && size && was_size != size))
+      throw UsageError(cat(path, ": --resume on another input: it was made from ", was, " (", was_size,
+                           " bytes), not ", o_.input, " (", size, " bytes)"));
+  }
+
+  // Removes this format's shards numbered `first` and up, and temp files an interrupted run left.
+  void remove_outputs_from(uint64_t first) const {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(o_.output_dir, ec)) {
+      std::string name = entry.path().filename().string();
+      auto index = shard_index(o_.format, name);
+      bool temp = name.find(".tmp-") != std::string::npos &&
+                  (name.starts_with(shard_prefix(o_.format)) || name.starts_with(kManifestName));
+      if (temp || (index && *index >= first)) std::filesystem::remove(entry.path(), ec);
+    }
+  }
+
+  void open_output() {
+    if (o_.format == WikiprepFormat::jsonl) {
+      DocShardOptions d;
+      d.shard_bytes = o_.shard_bytes;
+      d.zstd_level = o_.zstd_level;
+      d.first_shard_index = kept_.size();
+      d.threads = std::max(1, max_threads() / 4);  // zstd at level 3 is ~4x faster than cleaning
+      out_ = std::make_unique<DocsOutput>(o_.output_dir, d);
+    } else {
+      out_ = std::make_unique<SentencesOutput>(o_.output_dir, o_.shard_bytes, kept_.size());
+    }
+  }
+
+  // The manifest of an unfinished run: the committed shards and the counts at their end.
+  void checkpoint(const Counts& at) const {
+    Manifest m = base_;
+    m.complete = false;
+    m.shards = kept_;
+    m.shards.insert(m.shards.end(), out_->shards().begin(), out_->shards().end());
+    m.stats = at.to_json();
+    m.extra["resume"] = {{"pages_seen", at.pages_seen}, {"shards", m.shards.size()}};
+    m.write(path_join(o_.output_dir, kManifestName));
+  }
+
+  // ---- the pipeline ------------------------------------------------------------------------
+
+  void process(Bz2Reader& reader) {
+    XmlPageReader xml(o_.input == "-" ? "<stdin>" : o_.input, [this, &xml](Page&& page) { on_page(xml, std::move(page)); });
+    Progress progress("wikiprep", reader.compressed_size(), Progress::Unit::bytes);
+
+    auto parse = tbb::make_filter<std::shared_ptr<Bz2Piece>, std::shared_ptr<Batch>>(
+        tbb::filter_mode::serial_in_order, [&](std::shared_ptr<Bz2Piece> piece) {
+          auto batch = std::make_shared<Batch>();
+          if (read_error_ || stop_) return batch;  // the rest of the input is not wanted
+          try {
+            std::string_view bytes = piece->bytes();
+            xml_bytes_ += bytes.size();
+            xml.feed(bytes);
+            piece->check();
+          } catch (...) {
+            read_error_ = std::current_exception();
+          }
+          batch->items.swap(pending_);
+          progress.set(reader.compressed_consumed());
+          progress.set_note(cat(human_count(static_cast<double>(xml.pages())), " pages"));
+          return batch;
+        });
+    auto clean = tbb::make_filter<std::shared_ptr<Batch>, std::shared_ptr<Batch>>(
+        tbb::filter_mode::parallel, [&](std::shared_ptr<Batch> batch) {
+          for (Item& item : batch->items) clean_item(item);
+          return batch;
+        });
+    auto write = tbb::make_filter<std::shared_ptr<Batch>, void>(
+        tbb::filter_mode::serial_in_order, [&](std::shared_ptr<Batch> batch) { write_batch(*batch); });
+    tbb::parallel_pipeline(reader.max_in_flight(), reader.source_filter() & parse & clean & write);
+
+    if (!read_error_ && !stop_) {
+      try {
+        xml.finish();  // may hand out the last pages, or find the input cut inside a page
+      } catch (...) {
+        read_error_ = std::current_exception();
+      }
+      Batch tail;
+      tail.items.swap(pending_);
+      for (Item& item : tail.items) clean_item(item);
+      write_batch(tail);
+    }
+    bytes_in_ = reader.compressed_consumed();
+    progress.set(bytes_in_);
+    progress.finish();
+    if (!xml.warnings().empty()) warnings_ = xml.warnings();
+  }
+
+  // XML stage, in dump order: keep what is wanted, count nothing yet (the writer counts in order).
+  void on_page(const XmlPageReader& xml, Page&& page) {
+    if (page.ordinal < skip_pages_) return;  // already in the kept shards
+    if (!cleaner_) prepare_site(xml.siteinfo());
+    Item item;
+    item.ordinal = page.ordinal;
+    if (std::find(o_.namespaces.begin(), o_.namespaces.end(), page.ns) == o_.namespaces.end()) {
+      item.outcome = Outcome::namespace_skipped;
+    } else if (page.redirect && !o_.keep_redirects) {
+      item.outcome = Outcome::redirect_skipped;
+    } else {
+      item.outcome = page.redirect ? Outcome::redirect_kept : Outcome::article;
+      item.page = std::move(page);
+    }
+    pending_.push_back(std::move(item));
+  }
+
+  // Runs once, at the first page: siteinfo precedes the pages, so it is complete by then.
+  void prepare_site(const SiteInfo& site) {
+    site_ = site;
+    WikitextOptions options;
+    auto names = [&](int64_t key, std::vector<std::string>& into) {
+      auto it = site.namespaces.find(key);
+      if (it != site.namespaces.end() && !it->second.empty()) into.push_back(it->second);
+    };
+    names(6, options.file_namespaces);
+    names(14, options.category_namespaces);
+    cleaner_ = std::make_unique<WikitextCleaner>(options);
+    if (o_.format == WikiprepFormat::sentences) splitter_ = std::make_unique<SentenceSplitter>(site.lang);
+    if (!site.present) log_warn(o_.input, ": the dump has no <siteinfo>: documents get no url");
+  }
+
+  // Cleaning stage, any thread: pure work on the item alone.
+  void clean_item(Item& item) const {
+    if (item.outcome != Outcome::article && item.outcome != Outcome::redirect_kept) return;
+    Page& page = item.page;
+    item.doc.id = std::to_string(page.id);
+    item.doc.url = page_url(site_, page.id);
+    item.doc.title = std::move(page.title);
+    if (item.outcome == Outcome::article) {
+      cleaner_->clean(page.text, item.doc.text);
+      if (o_.min_chars > 0 && code_points(item.doc.text) < o_.min_chars) item.outcome = Outcome::short_skipped;
+    }
+    std::string().swap(page.text);  // the wikitext is done with: free it now
+    if (o_.format == WikiprepFormat::sentences && item.outcome != Outcome::short_skipped) {
+      auto& local = splitters_.local();
+      if (!local) local = std::make_unique<SentenceSplitter>(*splitter_);
+      item.sentence_count = local->append_lines(item.doc.text, item.sentences);
+      item.repaired = repair_utf8(item.sentences);
+      std::string().swap(item.doc.text);
+      // Google's format has no empty documents: a blank line alone would end the one before.
+      if (item.sentence_count == 0) item.outcome = Outcome::short_skipped;
+    }
+  }
+
+  // Writing stage, in dump order.
+  void write_batch(Batch& batch) {
+    if (write_error_) return;
+    try {
+      for (Item& item : batch.items) write_item(item);
+    } catch (...) {
+      write_error_ = std::current_exception();
+      stop_ = true;
+    }
+  }
+
+  void write_item(Item& item) {
+    switch (item.outcome) {
+      case Outcome::redirect_skipped: ++counts_.redirects_skipped; break;
+      case Outcome::namespace_skipped: ++counts_.namespaces_skipped; break;
+      case Outcome::short_skipped: ++counts_.short_skipped; break;
+      case Outcome::article:
+      case Outcome::redirect_kept: {
+        Counts before = counts_;  // every page before this one is in the committed shards
+        size_t shards_before = out_->shards().size();
+        out_->add(item);
+        ++counts_.articles_written;
+        counts_.sentences += item.sentence_count;
+        counts_.text_bytes = baseline_.text_bytes + out_->text_bytes();
+        counts_.invalid_utf8_replaced = baseline_.invalid_utf8_replaced + out_->invalid_utf8_replaced();
+        if (out_->shards().size() != shards_before) {
+          checkpoint(before);
+          uint64_t shards = kept_.size() + out_->shards().size();
+          if (o_.stop_after_shards && shards >= o_.stop_after_shards)
+            throw WikiprepInterrupted(cat("stopped after ", shards, " shards (--stop-after-shards)"));
+        }
+        break;
+      }
+    }
+    ++counts_.pages_seen;
+    item = Item();  // frees the document: batches wait in the pipeline only as long as needed
+  }
+
+  WikiprepStats finish(const Bz2Reader& reader, std::chrono::steady_clock::time_point start) {
+    std::exception_ptr error = write_error_ ? write_error_ : read_error_;
+    if (error) {
+      bool interrupted = false;
+      try {
+        std::rethrow_exception(error);
+      } catch (const WikiprepInterrupted&) {
+        interrupted = true;  // as a kill would: nothing more is committed
+      } catch (...) {
+      }
+      if (!interrupted) commit_what_was_written();
+      std::rethrow_exception(error);
+    }
+    Manifest base = base_;
+    base.shards = kept_;
+    // DocShardWriter::finish adds its own byte and repair counts to these.
+    base.stats = {{"jsonl_bytes", baseline_.text_bytes}, {"invalid_utf8_replaced", baseline_.invalid_utf8_replaced}};
+    Manifest m = out_->finish(base);
+    WikiprepStats s;
+    fill_counts(s, counts_);
+    s.bytes_in = bytes_in_;
+    s.xml_bytes = xml_bytes_;
+    for (const ShardEntry& e : m.shards) s.bytes_out += e.bytes;
+    s.shards = m.shards.size();
+    s.resumed_pages = skip_pages_;
+    s.complete = true;
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    m.stats.update(counts_.to_json());
+    m.stats.update(json{{"bytes_in", s.bytes_in}, {"xml_bytes", s.xml_bytes}, {"bytes_out", s.bytes_out},
+                        {"seconds", s.seconds}});
+    m.extra["site"] = {{"dbname", site_.dbname}, {"lang", site_.lang}, {"base", site_.base},
+                       {"siteinfo", site_.present}, {"bz2", reader.is_bz2()}};
+    if (!warnings_.empty()) m.extra["warnings"] = warnings_;
+    m.complete = true;
+    m.write(path_join(o_.output_dir, kManifestName));
+    return s;
+  }
+
+  // After bad input: the documents before the damage go into a committed shard, and the manifest
+  // says how far the run got (complete=false), so nothing is lost and --resume works.
+  void commit_what_was_written() {
+    try {
+      out_->close_shard();
+      checkpoint(counts_);
+      log_warn("wrote ", counts_.articles_written, " articles from the ", counts_.pages_seen,
+               " pages before the error; ", o_.output_dir, "/", kManifestName, " says complete=false");
+    } catch (const std::exception& e) {
+      log_error("could not commit the last shard after the error: ", e.what());
+    }
+  }
+
+  static void fill_counts(WikiprepStats& s, const Counts& c) {
+    s.pages_seen = c.pages_seen;
+    s.articles_written = c.articles_written;
+    s.redirects_skipped = c.redirects_skipped;
+    s.namespaces_skipped = c.namespaces_skipped;
+    s.short_skipped = c.short_skipped;
+    s.sentences = c.sentences;
+    s.text_bytes = c.text_bytes;
+    s.invalid_utf8_replaced = c.invalid_utf8_replaced;
+  }
+
+  void log_summary(const WikiprepStats& s) const {
+    double secs = std::max(s.seconds, 1e-9);
+    log_info("wikiprep: ", s.pages_seen, " pages seen, ", s.articles_written, " articles written, ",
+             s.redirects_skipped, " redirects and ", s.namespaces_skipped, " pages of other namespaces skipped",
+             o_.min_chars ? cat(", ", s.short_skipped, " under ", o_.min_chars, " chars") : std::string(),
+             s.resumed_pages ? cat(" (", s.resumed_pages, " pages were already written)") : std::string());
+    log_info("wikiprep: ", human_bytes(static_cast<double>(s.bytes_in)), " in (",
+             human_bytes(static_cast<double>(s.xml_bytes)), " XML), ", human_bytes(static_cast<double>(s.text_bytes)),
+             " of text in ", s.shards, " shards (", human_bytes(static_cast<double>(s.bytes_out)), " on disk), ",
+             s.invalid_utf8_replaced, " invalid UTF-8 replaced, ", human_duration(s.seconds), ", ",
+             human_count(static_cast<double>(s.pages_seen) / secs), " pages/s, ",
+             human_bytes(static_cast<double>(s.xml_bytes) / secs), "/s of XML");
+  }
+
+  const WikiprepOptions& o_;
+  Manifest base_;                 // tool, args, input and options: every manifest starts from it
+  std::vector<ShardEntry> kept_;  // shards of the run we resume
+  Counts baseline_;               // counts at the end of the kept shards
+  Counts counts_;                 // writing stage: counts up to the current page
+  uint64_t skip_pages_ = 0;
+  std::unique_ptr<ShardOutput> out_;
+
+  // XML stage (serial): the pages completed since the last piece; the site and what depends on it.
+  std::vector<Item> pending_;
+  SiteInfo site_;
+  std::unique_ptr<const WikitextCleaner> cleaner_;
+  std::unique_ptr<const SentenceSplitter> splitter_;  // cloned once per thread
+  mutable tbb::enumerable_thread_specific<std::unique_ptr<SentenceSplitter>> splitters_;
+
+  std::exception_ptr read_error_, write_error_;
+  std::atomic<bool> stop_{false};  // set by the writing stage, read by the XML stage (other threads)
+  uint64_t xml_bytes_ = 0, bytes_in_ = 0;
+  std::vector<std::string> warnings_;
+};
+
+}  // namespace
+
+std::string wikiprep_shard_name(WikiprepFormat format, uint64_t index) {
+  if (format == WikiprepFormat::jsonl) return DocShardWriter::shard_name(shard_prefix(format), index);
+  char digits[24];
+  std::snprintf(digits, sizeof digits, "%05llu", static_cast<unsigned long long>(index));
+  return cat(shard_prefix(format), "-", digits, shard_suffix(format));
+}
+
+WikiprepStats run_wikiprep(const WikiprepOptions& options) { return Wikiprep(options).run(); }
+
+}  // namespace pretrain

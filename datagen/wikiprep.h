@@ -1,0 +1,80 @@
+// wikiprep: a MediaWiki dump (.xml.bz2 single- or multistream, plain .xml, or "-" for stdin) →
+// clean documents in size-rotated shards with a manifest (DESIGN.md, "Documents").
+//
+//   format jsonl:      docs-00000.jsonl.zst …  {"id","url","title","text"} per line (DocShardWriter)
+//   format sentences:  sentences-00000.txt …   Google BERT's input: one sentence per line, a blank
+//                      line after each document (ICU sentence breaks, see sentences.h)
+//
+// One oneTBB parallel_pipeline: bz2 blocks decoded in parallel (Bz2Reader) → pages parsed in order
+// (XmlPageReader; a batch is the pages one decoded piece completes) → pages cleaned in parallel
+// (one shared WikitextCleaner) → documents written in order. Output depends only on the dump's
+// pages, never on thread count or timing, so any --threads gives byte-identical shards. Memory is
+// bounded by the pipeline's tokens, whatever the dump's size.
+//
+// Interruption and resume: after every committed shard, manifest.json is rewritten with
+// complete=false and extra.resume = {pages_seen, shards}: the kept shards hold exactly the
+// documents of the first pages_seen pages. `resume` verifies those shards (xxh3), checks the input
+// and options are the ones recorded, re-reads the input skipping those pages without cleaning them,
+// and goes on from shard index `shards`; shard rotation depends only on content, so the result
+// equals an uninterrupted run. An error (corrupt bz2, malformed XML, truncated page) commits what
+// was written before it, leaves complete=false, and throws.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+
+namespace pretrain {
+
+inline constexpr const char* kFormatSentences = "sentences-txt";  // manifest format of --format sentences
+
+enum class WikiprepFormat { jsonl, sentences };
+
+struct WikiprepOptions {
+  std::string input;       // dump path, or "-" for stdin
+  std::string output_dir;  // created when missing
+  WikiprepFormat format = WikiprepFormat::jsonl;
+  uint64_t shard_bytes = uint64_t{128} << 20;  // uncompressed bytes per shard
+  std::vector<int64_t> namespaces = {0};       // pages in other namespaces are skipped
+  bool keep_redirects = false;  // written with empty text, as wikiextractor writes them
+  uint64_t min_chars = 0;       // articles whose clean text has fewer code points are dropped
+  bool resume = false;
+  int zstd_level = 3;
+  std::vector<std::string> args;  // the command line, for the manifest
+  // Tests only: after this many shards are committed (and the manifest says so), stop as a kill
+  // would: throw WikiprepInterrupted without committing anything more. 0: never.
+  uint64_t stop_after_shards = 0;
+};
+
+struct WikiprepStats {
+  uint64_t pages_seen = 0;          // <page>s read (on resume: including the ones skipped)
+  uint64_t articles_written = 0;    // documents in the shards
+  uint64_t redirects_skipped = 0;   // redirects in a wanted namespace, without --keep-redirects
+  uint64_t namespaces_skipped = 0;  // pages outside --namespaces
+  uint64_t short_skipped = 0;       // articles under --min-chars
+  uint64_t sentences = 0;           // --format sentences: lines written
+  uint64_t bytes_in = 0;            // input bytes read (compressed, for bz2)
+  uint64_t xml_bytes = 0;           // decoded XML bytes
+  uint64_t text_bytes = 0;          // uncompressed output (JSON lines or sentence text)
+  uint64_t bytes_out = 0;           // shard files on disk
+  uint64_t invalid_utf8_replaced = 0;
+  uint64_t shards = 0;
+  uint64_t resumed_pages = 0;       // pages a resumed run found already written
+  double seconds = 0;
+  bool complete = false;
+};
+
+// The error a stop_after_shards run ends with (a stand-in for kill -9).
+struct WikiprepInterrupted : Error {
+  using Error::Error;
+};
+
+// Runs the whole conversion. Throws pretrain::Error on bad input (after committing what came
+// before it) and UsageError on options that cannot work (a resume that does not match).
+WikiprepStats run_wikiprep(const WikiprepOptions& options);
+
+// The manifest's shard file names: docs-00007.jsonl.zst, sentences-00007.txt.
+std::string wikiprep_shard_name(WikiprepFormat format, uint64_t index);
+
+}  // namespace pretrain

@@ -1,0 +1,385 @@
+#include "datagen/wikiprep.h"
+
+#include <gtest/gtest.h>
+#include <tbb/global_control.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "common/file.h"
+#include "common/manifest.h"
+#include "formats/doc_shards.h"
+#include "test_util.h"
+
+namespace pretrain {
+namespace {
+
+using testing::TempDir;
+
+std::string sample_dump() { return testing::source_dir() + "/tests/data/sample-dump.xml"; }
+
+WikiprepOptions options_for(const std::string& input, const std::string& dir) {
+  WikiprepOptions o;
+  o.input = input;
+  o.output_dir = dir;
+  return o;
+}
+
+std::vector<Document> read_docs(const std::string& dir) {
+  DocReader reader(dir);
+  std::vector<Document> docs;
+  Document d;
+  while (reader.next(d)) docs.push_back(d);
+  return docs;
+}
+
+// Every shard file's bytes, by name.
+std::map<std::string, std::string> shard_bytes(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const ShardEntry& e : Manifest::read(path_join(dir, kManifestName)).shards)
+    files[e.file] = read_file(path_join(dir, e.file));
+  return files;
+}
+
+WikiprepStats run_with_threads(const WikiprepOptions& o, int threads) {
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(threads));
+  return run_wikiprep(o);
+}
+
+TEST(Wikiprep, SampleDumpArticlesOnly) {
+  TempDir dir;
+  WikiprepStats s = run_wikiprep(options_for(sample_dump(), dir.path()));
+  EXPECT_EQ(s.pages_seen, 10u);
+  EXPECT_EQ(s.articles_written, 6u);
+  EXPECT_EQ(s.redirects_skipped, 1u);
+  EXPECT_EQ(s.namespaces_skipped, 3u);  // Talk, Template, Category
+  EXPECT_EQ(s.short_skipped, 0u);
+  EXPECT_TRUE(s.complete);
+  EXPECT_EQ(s.xml_bytes, file_size(sample_dump()));
+  EXPECT_EQ(s.bytes_in, file_size(sample_dump()));
+
+  std::vector<Document> docs = read_docs(dir.path());
+  ASSERT_EQ(docs.size(), 6u);
+  std::vector<std::string> ids, titles;
+  for (const Document& d : docs) ids.push_back(d.id), titles.push_back(d.title);
+  EXPECT_EQ(ids, (std::vector<std::string>{"10", "12", "21", "22", "25", "30"}));
+  EXPECT_EQ(titles[0], "Lanternfish Bay");
+  EXPECT_EQ(titles[2], "灯台守の猫");
+  EXPECT_EQ(titles[3], "מגדלור החוף");
+  EXPECT_EQ(docs[0].url, "https://en.wikipedia.org/wiki?curid=10");
+  for (const Document& d : docs) {
+    EXPECT_FALSE(d.text.empty()) << d.title;
+    for (const char* markup : {"{{", "}}", "[[", "]]", "<ref", "{|", "__TOC__"})
+      EXPECT_EQ(d.text.find(markup), std::string::npos) << d.title << " leaks " << markup;
+  }
+
+  Manifest m = Manifest::read(dir.file(kManifestName));
+  EXPECT_EQ(m.format, kFormatDocs);
+  EXPECT_TRUE(m.complete);
+  EXPECT_EQ(m.total_records(), 6u);
+  EXPECT_EQ(m.shards.at(0).file, "docs-00000.jsonl.zst");
+  for (const char* key : {"pages_seen", "articles_written", "redirects_skipped", "namespaces_skipped",
+                          "bytes_in", "xml_bytes", "bytes_out", "invalid_utf8_replaced", "seconds"})
+    EXPECT_TRUE(m.stats.contains(key)) << key;
+  EXPECT_EQ(m.stats["articles_written"], 6u);
+  EXPECT_FALSE(m.extra.contains("resume"));
+  EXPECT_TRUE(verify_manifest(m, dir.path()).empty());
+}
+
+TEST(Wikiprep, KeepRedirectsWritesThemWithEmptyText) {
+  TempDir dir;
+  WikiprepOptions o = options_for(sample_dump(), dir.path());
+  o.keep_redirects = true;
+  WikiprepStats s = run_wikiprep(o);
+  EXPECT_EQ(s.articles_written, 7u);
+  EXPECT_EQ(s.redirects_skipped, 0u);
+  std::vector<Document> docs = read_docs(dir.path());
+  ASSERT_EQ(docs.size(), 7u);
+  EXPECT_EQ(docs[2].id, "13");
+  EXPECT_EQ(docs[2].title, "Lanternfish bay");
+  EXPECT_EQ(docs[2].text, "");
+}
+
+TEST(Wikiprep, NamespacesChooseThePages) {
+  TempDir dir;
+  WikiprepOptions o = options_for(sample_dump(), dir.path());
+  o.namespaces = {0, 10};
+  WikiprepStats s = run_wikiprep(o);
+  EXPECT_EQ(s.articles_written, 7u);
+  EXPECT_EQ(s.namespaces_skipped, 2u);
+  std::vector<Document> docs = read_docs(dir.path());
+  ASSERT_EQ(docs.size(), 7u);
+  EXPECT_EQ(docs[2].title, "Template:Infobox bay");
+}
+
+TEST(Wikiprep, MinCharsDropsStubs) {
+  TempDir all_dir, dir;
+  std::vector<Document> all = (run_wikiprep(options_for(sample_dump(), all_dir.path())), read_docs(all_dir.path()));
+  WikiprepOptions o = options_for(sample_dump(), dir.path());
+  o.min_chars = 300;
+  WikiprepStats s = run_wikiprep(o);
+  size_t long_enough = 0;
+  for (const Document& d : all) {
+    size_t chars = 0;
+    for (char c : d.text) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    long_enough += chars >= 300;
+  }
+  ASSERT_GT(long_enough, 0u);
+  ASSERT_LT(long_enough, all.size());
+  EXPECT_EQ(s.articles_written, long_enough);
+  EXPECT_EQ(s.short_skipped, all.size() - long_enough);
+  EXPECT_EQ(read_docs(dir.path()).size(), long_enough);
+}
+
+TEST(Wikiprep, RerunReplacesTheOldOutput) {
+  TempDir dir;
+  WikiprepOptions o = options_for(sample_dump(), dir.path());
+  o.shard_bytes = 500;  // one document per shard
+  EXPECT_EQ(run_wikiprep(o).shards, 6u);
+  o.shard_bytes = 1 << 20;
+  EXPECT_EQ(run_wikiprep(o).shards, 1u);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("docs-00001.jsonl.zst")));
+  EXPECT_EQ(read_docs(dir.path()).size(), 6u);
+}
+
+TEST(Wikiprep, SentencesFormat) {
+  TempDir dir;
+  WikiprepOptions o = options_for(sample_dump(), dir.path());
+  o.format = WikiprepFormat::sentences;
+  WikiprepStats s = run_wikiprep(o);
+  EXPECT_EQ(s.articles_written, 6u);
+  Manifest m = Manifest::read(dir.file(kManifestName));
+  EXPECT_EQ(m.format, kFormatSentences);
+  ASSERT_EQ(m.shards.size(), 1u);
+  EXPECT_EQ(m.shards[0].file, "sentences-00000.txt");
+  EXPECT_EQ(m.shards[0].records, 6u);
+  EXPECT_TRUE(verify_manifest(m, dir.path()).empty());
+  std::string text = read_file(dir.file("sentences-00000.txt"));
+  // Six documents, each followed by a blank line; no blank line inside one.
+  size_t blank = 0, lines = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t eol = text.find('\n', at);
+    ASSERT_NE(eol, std::string::npos);
+    if (eol == at) ++blank; else ++lines;
+    at = eol + 1;
+  }
+  EXPECT_EQ(blank, 6u);
+  EXPECT_EQ(lines, s.sentences);
+  EXPECT_GT(s.sentences, 12u);
+  EXPECT_TRUE(text.ends_with(".\n\n") || text.ends_with("\n\n"));
+  EXPECT_EQ(text.find("\n\n\n"), std::string::npos);
+  EXPECT_NE(text.find("。\n"), std::string::npos);  // the Japanese article, split at its full stops
+}
+
+TEST(Wikiprep, SentenceShardsRotateBySize) {
+  TempDir dir;
+  WikiprepOptions o = options_for(sample_dump(), dir.path());
+  o.format = WikiprepFormat::sentences;
+  o.shard_bytes = 400;
+  WikiprepStats s = run_wikiprep(o);
+  Manifest m = Manifest::read(dir.file(kManifestName));
+  EXPECT_GT(m.shards.size(), 2u);
+  EXPECT_EQ(m.total_records(), s.articles_written);
+  for (const ShardEntry& e : m.shards)
+    EXPECT_TRUE(e.records == 1 || e.bytes <= 400) << e.file;
+}
+
+TEST(Wikiprep, MalformedXmlKeepsThePagesBefore) {
+  TempDir dir;
+  std::string xml = read_file(sample_dump());
+  size_t fourth = 0;
+  for (int i = 0; i < 7; ++i) fourth = xml.find("<page>", fourth + 1);  // the 7th page (灯台守の猫)
+  std::string broken = xml.substr(0, fourth) + "<page><title>Broken</title><ns>0</x></page>" + xml.substr(fourth);
+  write_file_atomic(dir.file("broken.xml"), broken);
+  WikiprepOptions o = options_for(dir.file("broken.xml"), dir.file("out"));
+  try {
+    run_wikiprep(o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.xml"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(fourth)), std::string::npos) << e.what();
+  }
+  Manifest m = Manifest::read(dir.file("out/manifest.json"));
+  EXPECT_FALSE(m.complete);
+  std::vector<Document> docs = read_docs(dir.file("out"));
+  ASSERT_EQ(docs.size(), 2u);  // Lanternfish Bay, Harbour Signal Code
+  EXPECT_EQ(docs[1].id, "12");
+}
+
+TEST(Wikiprep, DumpWithoutEndTagStillWritesEveryPage) {
+  TempDir dir;
+  std::string xml = read_file(sample_dump());
+  xml.resize(xml.rfind("</mediawiki>"));
+  write_file_atomic(dir.file("cut.xml"), xml);
+  WikiprepStats s = run_wikiprep(options_for(dir.file("cut.xml"), dir.file("out")));
+  EXPECT_EQ(s.articles_written, 6u);
+  EXPECT_TRUE(Manifest::read(dir.file("out/manifest.json")).complete);
+}
+
+TEST(Wikiprep, DumpCutInsideAPageIsAnError) {
+  TempDir dir;
+  std::string xml = read_file(sample_dump());
+  xml.resize(xml.rfind("<revision>"));  // inside the last page
+  write_file_atomic(dir.file("cut.xml"), xml);
+  EXPECT_THROW(run_wikiprep(options_for(dir.file("cut.xml"), dir.file("out"))), Error);
+  Manifest m = Manifest::read(dir.file("out/manifest.json"));
+  EXPECT_FALSE(m.complete);
+  EXPECT_EQ(read_docs(dir.file("out")).size(), 5u);
+}
+
+TEST(Wikiprep, ResumeAfterStopEqualsOneRun) {
+  TempDir whole, parts;
+  WikiprepOptions o = options_for(sample_dump(), whole.path());
+  o.shard_bytes = 900;
+  WikiprepStats full = run_wikiprep(o);
+  ASSERT_GE(full.shards, 3u);
+
+  o.output_dir = parts.path();
+  o.stop_after_shards = 2;
+  EXPECT_THROW(run_wikiprep(o), WikiprepInterrupted);
+  Manifest partial = Manifest::read(parts.file(kManifestName));
+  EXPECT_FALSE(partial.complete);
+  EXPECT_EQ(partial.shards.size(), 2u);
+  EXPECT_GT(partial.extra["resume"]["pages_seen"].get<uint64_t>(), 0u);
+
+  o.stop_after_shards = 0;
+  o.resume = true;
+  WikiprepStats resumed = run_wikiprep(o);
+  EXPECT_EQ(resumed.resumed_pages, partial.extra["resume"]["pages_seen"].get<uint64_t>());
+  EXPECT_EQ(shard_bytes(parts.path()), shard_bytes(whole.path()));
+  EXPECT_EQ(resumed.articles_written, full.articles_written);
+  EXPECT_EQ(resumed.pages_seen, full.pages_seen);
+  EXPECT_EQ(resumed.redirects_skipped, full.redirects_skipped);
+  EXPECT_EQ(resumed.namespaces_skipped, full.namespaces_skipped);
+  EXPECT_EQ(resumed.text_bytes, full.text_bytes);
+  Manifest a = Manifest::read(whole.file(kManifestName)), b = Manifest::read(parts.file(kManifestName));
+  EXPECT_TRUE(b.complete);
+  EXPECT_EQ(a.stats["jsonl_bytes"], b.stats["jsonl_bytes"]);
+  EXPECT_EQ(a.stats["documents"], b.stats["documents"]);
+
+  // Resuming a complete run verifies it and changes nothing.
+  EXPECT_TRUE(run_wikiprep(o).complete);
+  EXPECT_EQ(shard_bytes(parts.path()), shard_bytes(whole.path()));
+}
+
+TEST(Wikiprep, ResumeChecksOptionsAndShards) {
+  TempDir dir;
+  WikiprepOptions o = options_for(sample_dump(), dir.path());
+  o.shard_bytes = 900;
+  o.stop_after_shards = 2;
+  EXPECT_THROW(run_wikiprep(o), WikiprepInterrupted);
+  o.stop_after_shards = 0;
+  o.resume = true;
+  WikiprepOptions other = o;
+  other.min_chars = 10;
+  EXPECT_THROW(run_wikiprep(other), UsageError);
+  {
+    std::ofstream damage(dir.file("docs-00001.jsonl.zst"), std::ios::app);
+    damage << "x";
+  }
+  try {
+    run_wikiprep(o);
+    FAIL() << "damaged shard accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("docs-00001.jsonl.zst"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Wikiprep, SameShardsWithOneAndTwoThreads) {
+  std::string input = testing::shared_file("wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2");
+  if (input.empty()) input = sample_dump();
+  for (WikiprepFormat format : {WikiprepFormat::jsonl, WikiprepFormat::sentences}) {
+    TempDir one, two;
+    WikiprepOptions o = options_for(input, one.path());
+    o.format = format;
+    o.shard_bytes = 256 << 10;
+    run_with_threads(o, 1);
+    o.output_dir = two.path();
+    run_with_threads(o, 2);
+    auto a = shard_bytes(one.path()), b = shard_bytes(two.path());
+    EXPECT_GE(a.size(), input == sample_dump() ? 1u : 3u);
+    EXPECT_TRUE(a == b) << "shards differ between 1 and 2 threads";
+  }
+}
+
+// ---- the real samples (skipped without /work/shared/data) ------------------------------------
+
+struct RealSample {
+  const char* file;
+  uint64_t articles;
+};
+
+TEST(WikiprepReal, ArticleCountsMatchTheReadme) {
+  const RealSample samples[] = {
+      {"enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2", 106},
+      {"wp2txt-jawiki-2022-testdata_ja.xml.bz2", 204},
+      {"elwikivoyage-sample-pages-articles.xml.bz2", 1310},
+      {"elwikivoyage-pages-articles-multistream-p2566p2583.xml.bz2", 16},
+      {"elwikivoyage-pages-articles-p2566p2583.xml.bz2", 16},
+      {"bgwiki-latest-pages-articles-shortened.xml.bz2", 1},
+      {"enwiki-table-markup.xml.bz2", 5},
+      {"wikidump-enwiki-10k.xml.bz2", 68},
+      {"wikidump-simplewiki.xml.bz2", 6},
+  };
+  for (const RealSample& sample : samples) {
+    PRETRAIN_REQUIRE_SHARED(input, std::string("wikipedia/") + sample.file);
+    TempDir dir;
+    WikiprepStats s = run_wikiprep(options_for(input, dir.path()));
+    EXPECT_EQ(s.articles_written, sample.articles) << sample.file;
+    EXPECT_TRUE(s.complete);
+    std::vector<Document> docs = read_docs(dir.path());
+    EXPECT_EQ(docs.size(), sample.articles) << sample.file;
+    size_t with_text = 0;
+    for (const Document& d : docs) with_text += !d.text.empty();
+    EXPECT_GT(with_text, docs.size() * 9 / 10) << sample.file;
+  }
+}
+
+TEST(WikiprepReal, SamplesQuirks) {
+  PRETRAIN_REQUIRE_SHARED(multi, "wikipedia/elwikivoyage-pages-articles-multistream-p2566p2583.xml.bz2");
+  PRETRAIN_REQUIRE_SHARED(single, "wikipedia/elwikivoyage-pages-articles-p2566p2583.xml.bz2");
+  PRETRAIN_REQUIRE_SHARED(tables, "wikipedia/enwiki-table-markup.xml.bz2");
+  PRETRAIN_REQUIRE_SHARED(main, "wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2");
+  TempDir a, b, c, d;
+  // Multistream with an empty last stream: the same documents as its single-stream twin.
+  run_wikiprep(options_for(multi, a.path()));
+  run_wikiprep(options_for(single, b.path()));
+  EXPECT_EQ(read_docs(a.path()), read_docs(b.path()));
+  EXPECT_EQ(read_docs(a.path()).at(0).url.rfind("http://localhost/elwv/index.php?curid=", 0), 0u);
+  // No <siteinfo>: articles still come out, without a url.
+  std::vector<Document> docs = (run_wikiprep(options_for(tables, c.path())), read_docs(c.path()));
+  ASSERT_EQ(docs.size(), 5u);
+  EXPECT_EQ(docs[0].url, "");
+  // The main sample: wikiextractor's url.
+  docs = (run_wikiprep(options_for(main, d.path())), read_docs(d.path()));
+  EXPECT_EQ(docs.at(0).url, "https://en.wikipedia.org/wiki?curid=" + docs.at(0).id);
+}
+
+TEST(WikiprepReal, TruncatedBz2KeepsEveryPageBeforeTheDamage) {
+  PRETRAIN_REQUIRE_SHARED(main, "wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2");
+  TempDir dir;
+  std::string bytes = read_file(main);
+  write_file_atomic(dir.file("cut.xml.bz2"), std::string_view(bytes).substr(0, bytes.size() / 2));
+  WikiprepStats full = run_wikiprep(options_for(main, dir.file("full")));
+  try {
+    run_wikiprep(options_for(dir.file("cut.xml.bz2"), dir.file("out")));
+    FAIL() << "no error on a truncated bz2";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("cut.xml.bz2"), std::string::npos) << what;
+    EXPECT_NE(what.find("byte"), std::string::npos) << what;
+  }
+  Manifest m = Manifest::read(dir.file("out/manifest.json"));
+  EXPECT_FALSE(m.complete);
+  for (const VerifyProblem& p : verify_manifest(m, dir.file("out")))
+    EXPECT_EQ(p.file, kManifestName) << p.message;  // only "did not finish"
+  std::vector<Document> got = read_docs(dir.file("out")), all = read_docs(dir.file("full"));
+  EXPECT_GT(got.size(), 10u);
+  ASSERT_LT(got.size(), all.size());
+  EXPECT_EQ(got, std::vector<Document>(all.begin(), all.begin() + static_cast<ptrdiff_t>(got.size())));
+  (void)full;
+}
+
+}  // namespace
+}  // namespace pretrain
