@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# wikiprep speed against wikiextractor and against the bz2 decode floor, measured in the same run:
+#   scripts/bench/wikiprep.sh [--xml-mb N] [--we-mb M] [--threads "1 2"] [--dir DIR] [--build DIR]
+# Input: the real samples' pages (enwiki main, jawiki, elwikivoyage) repeated to >= N MB of XML
+# (default 500) under the enwiki sample's <siteinfo>, also recompressed as one bz2 stream (lbzip2,
+# or bzip2 when it is missing) and as a multistream file (pbzip2: one stream per block).
+# For each thread count: our pages/s and XML MB/s on plain XML, single-stream bz2 and multistream;
+# `lbzip2 -dc -n T > /dev/null` (the decode floor); wikiextractor 3.1.0 (.venv, `--json
+# --no-templates --processes T`) on the first M MB of the XML (default 60: it runs at ~3 MB/s).
+# Peak RSS from /usr/bin/time -v. Goals: plain XML >= 50x wikiextractor's MB/s per core; bz2 >= 85%
+# of lbzip2's rate; peak RSS <= 1 GB. Ends with the projected time for the full enwiki dump
+# (~22 GB bz2, ~95 GB XML) on 16 cores, assuming the per-core rates scale.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+xml_mb=500 we_mb=60 threads="1 2" dir="" build=build
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --xml-mb) xml_mb=$2; shift 2 ;;
+    --we-mb) we_mb=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+data=${PRETRAIN_SHARED_DATA:-../shared/data}/wikipedia
+[[ -d $data ]] || { echo "no shared data at $data (set PRETRAIN_SHARED_DATA)" >&2; exit 1; }
+wikiprep=$build/datagen/wikiprep
+if [[ ! -x $wikiprep ]]; then
+  cmake -S . -B "$build" >/dev/null && cmake --build "$build" -j "$(nproc)" --target wikiprep
+fi
+wikiextractor=.venv/bin/wikiextractor
+[[ -x $wikiextractor ]] || { echo "no $wikiextractor: run scripts/setup_deps.sh" >&2; exit 1; }
+[[ -n $dir ]] || dir=$(mktemp -d -t pretrain-bench-wikiprep.XXXXXX)
+mkdir -p "$dir"
+trap 'rm -rf "$dir"/out "$dir"/we' EXIT
+py=/usr/bin/python3
+
+# ---- input ------------------------------------------------------------------------------------
+xml=$dir/big-${xml_mb}mb.xml
+if [[ ! -s $xml ]]; then
+  echo "# building $xml (>= $xml_mb MB of XML)" >&2
+  $py - "$data" "$xml" "$xml_mb" <<'EOF'
+import bz2, sys
+data, out, mb = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def split(name):
+    x = bz2.decompress(open(f"{data}/{name}", "rb").read())
+    first, last = x.index(b"  <page>"), x.rindex(b"</page>") + len(b"</page>\n")
+    return x[:first], x[first:last]
+head, en = split("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
+pages = [en, split("wp2txt-jawiki-2022-testdata_ja.xml.bz2")[1], split("elwikivoyage-sample-pages-articles.xml.bz2")[1]]
+with open(out, "wb") as f:
+    f.write(head)
+    size, i = len(head), 0
+    while size < mb * 1_000_000:
+        f.write(pages[i % len(pages)]); size += len(pages[i % len(pages)]); i += 1
+    f.write(b"</mediawiki>\n")
+EOF
+fi
+single=$xml.bz2 multi=${xml%.xml}.multistream.xml.bz2 slice=$dir/slice-${we_mb}mb.xml
+if [[ ! -s $single ]]; then
+  echo "# compressing $single (single stream)" >&2
+  if command -v lbzip2 >/dev/null; then lbzip2 -9 -c "$xml" >"$single"; else bzip2 -9 -c "$xml" >"$single"; fi
+fi
+if [[ ! -s $multi ]]; then
+  echo "# compressing $multi (multistream)" >&2
+  pbzip2 -9 -c "$xml" >"$multi"
+fi
+if [[ ! -s $slice ]]; then  # the first we_mb MB of pages, closed as a dump
+  $py - "$xml" "$slice" "$we_mb" <<'EOF'
+import sys
+src, out, mb = sys.argv[1], sys.argv[2], int(sys.argv[3])
+x = open(src, "rb").read(mb * 1_000_000 + 4_000_000)
+end = x.rindex(b"</page>", 0, mb * 1_000_000) + len(b"</page>\n")
+open(out, "wb").write(x[:end] + b"</mediawiki>\n")
+EOF
+fi
+
+# ---- runs -------------------------------------------------------------------------------------
+results=$dir/results.tsv
+: >"$results"
+measure() {  # measure NAME INPUT THREADS CMD... : wall seconds and peak RSS into $results
+  local name=$1 input=$2 t=$3; shift 3
+  rm -rf "$dir/out" "$dir/we"
+  echo "# $name, $t thread(s): $*" >&2
+  local t0 t1
+  t0=$(date +%s.%N)
+  /usr/bin/time -v -o "$dir/time.txt" "$@" >/dev/null 2>"$dir/stderr.txt" || { cat "$dir/stderr.txt" >&2; exit 1; }
+  t1=$(date +%s.%N)
+  local rss cpu pages=0
+  rss=$(awk -F': ' '/Maximum resident set size/{print $2}' "$dir/time.txt")
+  cpu=$(awk -F': ' '/User time|System time/{s+=$2} END{print s}' "$dir/time.txt")
+  if [[ -f $dir/out/manifest.json ]]; then
+    pages=$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["stats"]["pages_seen"])' "$dir/out/manifest.json")
+  elif [[ -d $dir/we ]]; then
+    pages=$(grep -o 'wrote [0-9]* article' "$dir/stderr.txt" | grep -o '[0-9]*' || echo 0)
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$input" "$t" "$($py -c "print($t1-$t0)")" \
+    "$(stat -c %s "$input")" "$rss" "$pages" "$cpu" >>"$results"
+}
+for t in $threads; do
+  measure "wikiprep xml" "$xml" "$t" "$wikiprep" "$xml" -o "$dir/out" --threads "$t" -q
+  measure "wikiprep bz2" "$xml" "$t" "$wikiprep" "$single" -o "$dir/out" --threads "$t" -q
+  measure "wikiprep bz2 multistream" "$xml" "$t" "$wikiprep" "$multi" -o "$dir/out" --threads "$t" -q
+  measure "lbzip2 -dc" "$xml" "$t" lbzip2 -dc -n "$t" "$single"
+  measure "wikiextractor" "$slice" "$t" "$wikiextractor" --json --no-templates --processes "$t" -o "$dir/we" "$slice"
+done
+
+# ---- table ------------------------------------------------------------------------------------
+$py - "$results" "$single" "$xml" <<'EOF'
+import os, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+bz2_ratio = os.path.getsize(sys.argv[2]) / os.path.getsize(sys.argv[3])
+print(f"input: {os.path.getsize(sys.argv[3]) / 1e6:.0f} MB XML, {os.path.getsize(sys.argv[2]) / 1e6:.0f} MB bz2 "
+      f"(wikiextractor: a {int(rows[4][4]) / 1e6:.0f} MB slice); {os.cpu_count()} cores on this machine")
+print(f"| {'run':<26} | thr | {'wall s':>7} | {'CPU s':>6} | {'pages/s':>8} | {'XML MB/s':>8} | {'MB/s/core':>9} | {'MB/CPU-s':>8} | {'RSS MB':>6} |")
+print(f"|{'-' * 28}|-----|{'-' * 9}|{'-' * 8}|{'-' * 10}|{'-' * 10}|{'-' * 11}|{'-' * 10}|{'-' * 8}|")
+rate, cpu_rate = {}, {}
+for name, _, t, wall, size, rss, pages, cpu in rows:
+    t, wall, cpu, mb = int(t), float(wall), float(cpu), int(size) / 1e6
+    rate[name, t] = mb / wall
+    cpu_rate[name, t] = mb / max(cpu, 1e-9)
+    pps = f"{int(pages) / wall:8.0f}" if int(pages) else f"{'-':>8}"
+    print(f"| {name:<26} | {t:>3} | {wall:7.2f} | {cpu:6.2f} | {pps} | {mb / wall:8.1f} | {mb / wall / t:9.1f} | "
+          f"{mb / max(cpu, 1e-9):8.1f} | {int(rss) / 1024:6.0f} |")
+print("pages/s of wikiextractor: the articles it wrote. MB/CPU-s: XML MB per second of CPU time (user+sys),")
+print("a per-core rate the machine's other load does not distort.")
+print()
+peak = max(int(r[5]) for r in rows if r[0].startswith("wikiprep")) / 1024
+for t in sorted({int(r[2]) for r in rows}):
+    plain = rate["wikiprep xml", t] / rate["wikiextractor", t]
+    plain_cpu = cpu_rate["wikiprep xml", t] / cpu_rate["wikiextractor", t]
+    floor = rate["wikiprep bz2", t] / rate["lbzip2 -dc", t]
+    multi = rate["wikiprep bz2 multistream", t] / rate["lbzip2 -dc", t]
+    print(f"{t} thread(s): plain XML {plain:.0f}x wikiextractor per core by wall time, {plain_cpu:.0f}x by CPU time "
+          f"(goal >= 50x) {'OK' if plain >= 50 else 'MISSED'}; bz2 {floor:.0%} of lbzip2's rate (goal >= 85%) "
+          f"{'OK' if floor >= 0.85 else 'MISSED'}, multistream {multi:.0%}")
+print(f"peak RSS of wikiprep: {peak:.0f} MB (goal <= 1024) {'OK' if peak <= 1024 else 'MISSED'}")
+# Projection: the best per-core rate measured (wall or CPU time) times 16 cores, i.e. assuming the
+# stages scale as the pipeline lets them (bz2 blocks and cleaning in parallel, parsing serial).
+for name, label in (("wikiprep bz2", "wikiprep on bz2 (22 GB)"), ("wikiprep xml", "wikiprep on plain XML"),
+                    ("lbzip2 -dc", "lbzip2 -dc alone"), ("wikiextractor", "wikiextractor")):
+    per_core = max(max(rate[n, t] / t, cpu_rate[n, t]) for n, t in rate if n == name)
+    print(f"projected full enwiki (95 GB XML) on 16 cores, {label}: {95_000 / (per_core * 16) / 60:.0f} min "
+          f"({per_core:.1f} MB/s of XML per core x 16)")
+EOF
