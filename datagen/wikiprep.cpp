@@ -509,8 +509,9 @@ class Wikiprep {
     try {
       out_->close_shard();
       checkpoint(counts_);
-      log_warn("wrote ", counts_.articles_written, " articles from the ", counts_.pages_seen,
-               " pages before the error; ", o_.output_dir, "/", kManifestName, " says complete=false");
+      if (counts_.pages_seen > 0)
+        log_warn("wrote ", counts_.articles_written, " articles from the ", counts_.pages_seen,
+                 " pages before the error; ", o_.output_dir, "/", kManifestName, " says complete=false");
     } catch (const std::exception& e) {
       log_error("could not commit the last shard after the error: ", e.what());
     }
