@@ -19,20 +19,24 @@ step "dependencies"
 scripts/setup_deps.sh
 step "build"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" --target shard-tool
-bin=$root/build/formats
+cmake --build build -j "$(nproc)" --target shard-tool wikiprep
+bin=$root/build
 
 rm -rf "$out"
 mkdir -p "$out"
-step "documents: tests/data/sample-docs.jsonl -> $out/docs (zstd JSON Lines + manifest)"
-"$bin/shard-tool" import-docs tests/data/sample-docs.jsonl -o "$out/docs"
+step "wikiprep: tests/data/sample-dump.xml -> $out/docs (clean documents, zstd JSON Lines + manifest)"
+"$bin/datagen/wikiprep" tests/data/sample-dump.xml -o "$out/docs"
+step "wikiprep --format sentences: the same dump in Google BERT's input format"
+"$bin/datagen/wikiprep" -q tests/data/sample-dump.xml -o "$out/sentences" --format sentences
+head -n 8 "$out/sentences/sentences-00000.txt"
 step "verify the document shards against their manifest"
-"$bin/shard-tool" verify "$out/docs"
+"$bin/formats/shard-tool" verify "$out/docs"
 step "inspect"
-"$bin/shard-tool" inspect --records 2 "$out"/docs/docs-00000.jsonl.zst
+"$bin/formats/shard-tool" inspect --records 3 "$out"/docs/docs-00000.jsonl.zst
 
 step "done"
 echo "outputs:"
 echo "  documents:  $out/docs/ (manifest: $out/docs/manifest.json)"
-echo "next stages (wikiprep, tokenizers, make-pretraining-shards, loader, trainers, logs and plots)"
+echo "  sentences:  $out/sentences/ (one sentence per line, blank line between documents)"
+echo "next stages (tokenizers, make-pretraining-shards, loader, trainers, logs and plots)"
 echo "join this demo as they land; see README.md"
