@@ -528,6 +528,13 @@ struct Dataset {
   size_t chunk_bytes = 0;    // decoded size of one chunk
   bool deflate = false;      // the pipeline is [gzip] rather than empty
   std::vector<std::shared_ptr<RawChunk>> cache;  // last chunk read, per column of chunks
+  // Hyperslab path, chunked: libhdf5 1.10 trusts a filter's output to fill the chunk and reads
+  // past a shorter buffer (ASan: heap-buffer-overflow in H5VM_memcpyvv on a damaged chunk shape),
+  // so every chunk is checked once, before HDF5 reads it, to decode to exactly the chunk's size.
+  bool slab_chunked = false;
+  hsize_t slab_chunk[2] = {0, 1};
+  size_t slab_chunk_bytes = 0;   // as stored (the file's element size, not ours)
+  std::vector<bool> slab_checked;  // per chunk, row-major over (row chunk, column chunk)
 };
 
 std::string numpy_dtype(hid_t type) {
@@ -644,6 +651,105 @@ struct BertShardReader::Impl {
     }
     if (read_path == BertReadPath::automatic)
       for (auto& d : sets) d.raw = raw_layout(d);
+    for (auto& d : sets)
+      if (!d.raw) prepare_slab_checks(d);
+  }
+
+  // The filters the hyperslab path accepts are the size-preserving ones HDF5 builds in (gzip,
+  // shuffle, fletcher32); a chunked dataset gets a table of chunks still to check.
+  void prepare_slab_checks(Dataset& d) {
+    Where where{path};
+    Hid dcpl = checked(H5Dget_create_plist(d.id.get()), H5Pclose, where, "cannot read dataset properties");
+    Hid type = checked(H5Dget_type(d.id.get()), H5Tclose, where, "cannot read the dataset type");
+    int filters = H5Pget_nfilters(dcpl.get());
+    for (int i = 0; i < filters; ++i) {
+      unsigned flags = 0, values[8];
+      size_t nvalues = 8;
+      H5Z_filter_t f = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nvalues, values, 0, nullptr, nullptr);
+      if (f != H5Z_FILTER_DEFLATE && f != H5Z_FILTER_SHUFFLE && f != H5Z_FILTER_FLETCHER32)
+        throw Error(where, cat("dataset '", d.column->name, "' uses HDF5 filter ", f,
+                               ": expected gzip, shuffle or fletcher32 (what h5py and NVIDIA's script write)"));
+    }
+    if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return;
+    int rank = d.column->width == Width::one ? 1 : 2;
+    if (H5Pget_chunk(dcpl.get(), rank, d.slab_chunk) != rank) throw_hdf5(where, "cannot read the chunk shape");
+    uint64_t cells = d.slab_chunk[0] * (rank == 2 ? d.slab_chunk[1] : 1);
+    d.slab_chunk_bytes = static_cast<size_t>(cells * H5Tget_size(type.get()));  // < 4 GiB: check_chunk_shape
+    uint64_t row_chunks = (static_cast<uint64_t>(records) + d.slab_chunk[0] - 1) / d.slab_chunk[0];
+    uint64_t col_chunks = rank == 2 ? (static_cast<uint64_t>(d.width) + d.slab_chunk[1] - 1) / d.slab_chunk[1] : 1;
+    d.slab_checked.assign(static_cast<size_t>(row_chunks * col_chunks), false);
+    d.slab_chunked = true;
+  }
+
+  // Checks the chunks that records [begin, begin+count) of d lie in (each once per reader).
+  void check_slab_chunks(Dataset& d, int64_t begin, int64_t count) {
+    if (!d.slab_chunked || count == 0) return;
+    const uint64_t rows = d.slab_chunk[0];
+    const uint64_t col_chunks = d.column->width == Width::one ? 1 : (static_cast<uint64_t>(d.width) + d.slab_chunk[1] - 1) / d.slab_chunk[1];
+    for (uint64_t rc = static_cast<uint64_t>(begin) / rows; rc <= static_cast<uint64_t>(begin + count - 1) / rows; ++rc)
+      for (uint64_t cc = 0; cc < col_chunks; ++cc) {
+        size_t index = static_cast<size_t>(rc * col_chunks + cc);
+        if (d.slab_checked[index]) continue;
+        check_one_chunk(d, rc, cc);
+        d.slab_checked[index] = true;
+      }
+  }
+
+  void check_one_chunk(const Dataset& d, uint64_t row_chunk, uint64_t col_chunk) {
+    hsize_t offset[2] = {row_chunk * d.slab_chunk[0], col_chunk * d.slab_chunk[1]};
+    Where where = Where::at_record(path, static_cast<int64_t>(offset[0]));
+    std::string what = cat("dataset '", d.column->name, "' chunk at record ", offset[0]);
+    hsize_t stored = 0;
+    if (H5Dget_chunk_storage_size(d.id.get(), offset, &stored) < 0) throw_hdf5(where, "cannot locate " + what);
+    if (stored == 0) return;  // never written: HDF5 fills it
+    if (stored > compressBound(static_cast<uLong>(d.slab_chunk_bytes)) + 64)
+      throw Error(where, cat(what, " claims ", stored, " stored bytes for a ", d.slab_chunk_bytes, "-byte chunk"));
+    std::vector<uint8_t> raw(stored);
+    uint32_t skipped = 0;
+    if (H5Dread_chunk(d.id.get(), H5P_DEFAULT, offset, &skipped, raw.data()) < 0) throw_hdf5(where, "cannot read " + what);
+    Hid dcpl = checked(H5Dget_create_plist(d.id.get()), H5Pclose, where, "cannot read dataset properties");
+    // Undo the pipeline's size changes in reverse: fletcher32 appends 4 bytes, gzip compresses.
+    size_t size = raw.size();
+    bool inflated = false;
+    for (int i = H5Pget_nfilters(dcpl.get()) - 1; i >= 0; --i) {
+      if (skipped & (1u << i)) continue;
+      unsigned flags = 0, values[8];
+      size_t nvalues = 8;
+      H5Z_filter_t f = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nvalues, values, 0, nullptr, nullptr);
+      if (f == H5Z_FILTER_FLETCHER32) {
+        if (size < 4) throw Error(where, cat(what, ": ", size, " bytes, too short for its fletcher32 checksum"));
+        size -= 4;
+      } else if (f == H5Z_FILTER_DEFLATE) {
+        if (inflated) throw Error(where, cat(what, ": gzip applied twice, which this reader does not support"));
+        size = inflated_size(raw.data(), size, d.slab_chunk_bytes, where, what);
+        inflated = true;
+      }
+    }
+    if (size != d.slab_chunk_bytes)
+      throw Error(where, cat(what, " decodes to ", size, " bytes, expected ", d.slab_chunk_bytes, " (its chunk shape)"));
+  }
+
+  // Bytes the zlib stream decodes to, counting at most limit + 1.
+  static size_t inflated_size(const uint8_t* data, size_t n, size_t limit, const Where& where, const std::string& what) {
+    z_stream zs{};
+    if (inflateInit(&zs) != Z_OK) throw Error(where, what + ": zlib inflateInit failed");
+    std::vector<uint8_t> sink(std::min<size_t>(limit + 1, size_t{1} << 20));
+    zs.next_in = const_cast<uint8_t*>(data);
+    zs.avail_in = static_cast<uInt>(n);
+    size_t total = 0;
+    int rc = Z_OK;
+    while (rc == Z_OK && total <= limit) {
+      zs.next_out = sink.data();
+      zs.avail_out = static_cast<uInt>(sink.size());
+      rc = inflate(&zs, Z_NO_FLUSH);
+      total += sink.size() - zs.avail_out;
+      if (rc == Z_BUF_ERROR && zs.avail_in == 0) break;  // stream cut short
+      if (rc == Z_BUF_ERROR) rc = Z_OK;
+    }
+    inflateEnd(&zs);
+    if (rc != Z_STREAM_END && total <= limit)
+      throw Error(where, cat(what, ": corrupt or truncated gzip data after ", total, " bytes"));
+    return total;
   }
 
   // Opens dataset c, checks rank and integer class; returns its dims.
@@ -823,6 +929,7 @@ struct BertShardReader::Impl {
 
   void read_slab(size_t c, int64_t begin, int64_t count, BertBatch& out) {
     Dataset& d = sets[c];
+    check_slab_chunks(d, begin, count);
     const bool rank2 = d.column->width != Width::one;
     hsize_t start[2] = {static_cast<hsize_t>(begin), 0};
     hsize_t size[2] = {static_cast<hsize_t>(count), static_cast<hsize_t>(d.width)};

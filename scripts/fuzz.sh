@@ -18,6 +18,7 @@ else
   targets=$target
 fi
 cmake --build build-fuzz -j "$jobs" --target $(printf 'fuzz_%s ' $targets)
+export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0  # libhdf5's own leaks
 status=0
 for t in $targets; do
   corpus=build-fuzz/corpus/$t

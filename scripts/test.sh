@@ -32,6 +32,7 @@ if [[ "${PRETRAIN_SKIP_ASAN:-0}" != 1 ]]; then
     >build-asan.configure.log 2>&1 || { cat build-asan.configure.log; exit 1; }
   cmake --build build-asan -j "$jobs"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    LSAN_OPTIONS=suppressions=$root/tests/lsan.supp:print_suppressions=0 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit --timeout 900
 fi
 

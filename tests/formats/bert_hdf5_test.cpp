@@ -366,6 +366,34 @@ TEST(BertHdf5, ZeroChunkDimensionIsAnErrorNotACrash) {
   EXPECT_EQ(damaged_files, 6) << "expected one chunked layout message per dataset";
 }
 
+// A chunk shape made larger by damage (within the unlimited maximum) made libhdf5 read past the
+// shorter buffer its gzip filter returned (ASan: heap-buffer-overflow in H5VM_memcpyvv). Both
+// read paths must find that the chunk decodes to fewer bytes than its shape says.
+TEST(BertHdf5, ChunkShapeLargerThanItsDataIsAnError) {
+  TempDir dir;
+  std::string good = dir.file("good.hdf5");
+  write_random(good, 20, 16, 4, 8);
+  std::string bytes = read_file(good);
+  int damaged_files = 0;
+  for (size_t at = 0; at + 8 + 3 + 8 + 4 <= bytes.size(); ++at) {
+    if (bytes[at] != 8 || bytes[at + 1] != 0 || bytes[at + 8] != 3 || bytes[at + 9] != 2) continue;
+    if (bytes[at + 10] != 2 && bytes[at + 10] != 3) continue;
+    std::string damaged = bytes;
+    uint32_t rows = 5898248;  // the row count of the chunk grows; the stored chunk stays 8 rows
+    std::memcpy(damaged.data() + at + 8 + 3 + 8, &rows, 4);
+    std::string path = dir.file("big-chunk.hdf5");
+    write_file_atomic(path, damaged);
+    for (auto read_path : {BertReadPath::automatic, BertReadPath::hyperslab})
+      expect_error([&] {
+        BertShardReader reader(path, read_path);
+        BertBatch b;
+        reader.read_range(0, reader.size(), b);
+      }, {path});
+    ++damaged_files;
+  }
+  EXPECT_EQ(damaged_files, 6);
+}
+
 // ---------------------------------------------------------------------------------------------
 // NVIDIA's files (create_pretraining_data.py + h5py), checked against its own instance dump.
 
