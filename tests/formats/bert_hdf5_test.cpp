@@ -343,27 +343,33 @@ TEST(BertHdf5, TruncatedAndCorruptFilesThrowNamingTheFile) {
   }
 }
 
-// A chunk dimension of 0 in a layout message made libhdf5 1.10 die of SIGFPE inside H5Dopen2
-// (found by fuzzing). The reader must refuse such a file with an Error before HDF5 divides by it.
-TEST(BertHdf5, ZeroChunkDimensionIsAnErrorNotACrash) {
-  TempDir dir;
+// Writes a small shard and returns, for each of its six datasets, a copy of the file whose first
+// chunk dimension is `rows`. The layout message of our files is a version-1 object header message
+// (type 8), layout version 3, class chunked: 08 00 len len flags 0 0 0 | 03 02 rank+1 |
+// address (8) | dims (4 bytes each).
+std::vector<std::string> files_with_chunk_rows(const TempDir& dir, uint32_t rows) {
   std::string good = dir.file("good.hdf5");
   write_random(good, 20, 16, 4, 8);
   std::string bytes = read_file(good);
-  // Version-1 object header message "layout" (type 8), version 3, class chunked: 08 00 len len
-  // flags 0 0 0 | 03 02 rank+1 | address (8) | dims (4 each).
-  int damaged_files = 0;
+  std::vector<std::string> paths;
   for (size_t at = 0; at + 8 + 3 + 8 + 4 <= bytes.size(); ++at) {
     if (bytes[at] != 8 || bytes[at + 1] != 0 || bytes[at + 8] != 3 || bytes[at + 9] != 2) continue;
     if (bytes[at + 10] != 2 && bytes[at + 10] != 3) continue;
     std::string damaged = bytes;
-    std::memset(damaged.data() + at + 8 + 3 + 8, 0, 4);
-    std::string path = dir.file("zero-chunk.hdf5");
-    write_file_atomic(path, damaged);
-    expect_error([&] { BertShardReader reader(path); }, {path, "chunk dimension of 0"});
-    ++damaged_files;
+    std::memcpy(damaged.data() + at + 8 + 3 + 8, &rows, 4);
+    paths.push_back(dir.file(cat("damaged-", paths.size(), ".hdf5")));
+    write_file_atomic(paths.back(), damaged);
   }
-  EXPECT_EQ(damaged_files, 6) << "expected one chunked layout message per dataset";
+  EXPECT_EQ(paths.size(), 6u) << "expected one chunked layout message per dataset";
+  return paths;
+}
+
+// A chunk dimension of 0 in a layout message made libhdf5 1.10 die of SIGFPE inside H5Dopen2
+// (found by fuzzing). The reader must refuse such a file with an Error before HDF5 divides by it.
+TEST(BertHdf5, ZeroChunkDimensionIsAnErrorNotACrash) {
+  TempDir dir;
+  for (const std::string& path : files_with_chunk_rows(dir, 0))
+    expect_error([&] { BertShardReader reader(path); }, {path, "chunk dimension of 0"});
 }
 
 // A chunk shape made larger by damage (within the unlimited maximum) made libhdf5 read past the
@@ -371,27 +377,14 @@ TEST(BertHdf5, ZeroChunkDimensionIsAnErrorNotACrash) {
 // read paths must find that the chunk decodes to fewer bytes than its shape says.
 TEST(BertHdf5, ChunkShapeLargerThanItsDataIsAnError) {
   TempDir dir;
-  std::string good = dir.file("good.hdf5");
-  write_random(good, 20, 16, 4, 8);
-  std::string bytes = read_file(good);
-  int damaged_files = 0;
-  for (size_t at = 0; at + 8 + 3 + 8 + 4 <= bytes.size(); ++at) {
-    if (bytes[at] != 8 || bytes[at + 1] != 0 || bytes[at + 8] != 3 || bytes[at + 9] != 2) continue;
-    if (bytes[at + 10] != 2 && bytes[at + 10] != 3) continue;
-    std::string damaged = bytes;
-    uint32_t rows = 5898248;  // the row count of the chunk grows; the stored chunk stays 8 rows
-    std::memcpy(damaged.data() + at + 8 + 3 + 8, &rows, 4);
-    std::string path = dir.file("big-chunk.hdf5");
-    write_file_atomic(path, damaged);
+  // The row count of the chunk grows; the stored chunks stay 8 rows.
+  for (const std::string& path : files_with_chunk_rows(dir, 5898248))
     for (auto read_path : {BertReadPath::automatic, BertReadPath::hyperslab})
       expect_error([&] {
         BertShardReader reader(path, read_path);
         BertBatch b;
         reader.read_range(0, reader.size(), b);
       }, {path});
-    ++damaged_files;
-  }
-  EXPECT_EQ(damaged_files, 6);
 }
 
 // ---------------------------------------------------------------------------------------------
