@@ -9,7 +9,6 @@
 namespace pretrain::bz2 {
 namespace {
 
-constexpr uint64_t kMask48 = (uint64_t{1} << 48) - 1;
 
 // Big-endian load of 8 bytes at `pos`; bytes past the end read as zero.
 uint64_t load_be64(std::span<const uint8_t> bytes, size_t pos) {
