@@ -154,6 +154,25 @@ def compare(ours_path, theirs_path, worst=0, dump=None):
     return result
 
 
+def goal_failures(name, r, articles=None):
+    """The issue's quality goals for one sample, as a list of failures (empty: all met): the same
+    article set (of `articles` when given), recall mean >= 0.97 and 5th percentile >= 0.90, and
+    fewer leaks than wikiextractor in every column (none where it leaks none)."""
+    failures = []
+    if r["only_ours"] or r["only_theirs"] or (articles is not None and r["both"] != articles):
+        failures.append(f"{name}: article sets differ: both {r['both']} (want {articles}), "
+                        f"only ours {r['only_ours'][:10]}, only theirs {r['only_theirs'][:10]}")
+    if not r["recall_mean"] >= 0.97:
+        failures.append(f"{name}: recall mean {r['recall_mean']:.4f} < 0.97")
+    if not r["recall_p5"] >= 0.90:
+        failures.append(f"{name}: recall p5 {r['recall_p5']:.4f} < 0.90")
+    for pattern in LEAKS:
+        o, t = r["leaks_ours"][pattern], r["leaks_theirs"][pattern]
+        if not (o < t or o == t == 0):
+            failures.append(f"{name}: leaks {pattern!r}: ours {o}, theirs {t}")
+    return failures
+
+
 def print_table(name, r, out=sys.stdout):
     print(f"== {name}", file=out)
     print(f"articles: both {r['both']} ({r['paired_by_title']} paired by title), only ours "

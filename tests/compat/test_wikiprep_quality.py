@@ -16,18 +16,6 @@ SAMPLES = [
 ]
 
 
-def check(name, r, articles):
-    failures = []
-    if r["only_ours"] or r["only_theirs"] or r["both"] != articles:
-        failures.append(f"{name}: article sets differ: both {r['both']} (want {articles}), "
-                        f"only ours {r['only_ours'][:10]}, only theirs {r['only_theirs'][:10]}")
-    if not r["recall_mean"] >= 0.97:
-        failures.append(f"{name}: recall mean {r['recall_mean']:.4f} < 0.97")
-    if not r["recall_p5"] >= 0.90:
-        failures.append(f"{name}: recall p5 {r['recall_p5']:.4f} < 0.90")
-    return failures
-
-
 def main():
     data = cu.shared_data()
     if not data:
@@ -47,11 +35,7 @@ def main():
             cu.run(wikiprep, "-q", dump, "-o", out)
             r = wq.compare(out, theirs, dump=dump)
             wq.print_table(name, r)
-            failures += check(name, r, articles)
-            for pattern in wq.LEAKS:
-                o, t = r["leaks_ours"][pattern], r["leaks_theirs"][pattern]
-                if not (o < t or o == t == 0):
-                    failures.append(f"{name}: leaks {pattern!r}: ours {o}, theirs {t}")
+            failures += wq.goal_failures(name, r, articles)
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
         sys.exit(1)

@@ -34,18 +34,7 @@ def main():
         r = wq.compare(ours, reference, dump=dump)
     wq.print_table("enwiki main sample", r)
 
-    failures = []
-    if r["only_ours"] or r["only_theirs"] or r["both"] != 106:
-        failures.append(f"article sets differ: both {r['both']}, only ours {r['only_ours']}, "
-                        f"only theirs {r['only_theirs']}")
-    if r["recall_mean"] < 0.97:
-        failures.append(f"recall mean {r['recall_mean']:.4f} < 0.97")
-    if r["recall_p5"] < 0.90:
-        failures.append(f"recall p5 {r['recall_p5']:.4f} < 0.90")
-    for pattern in wq.LEAKS:
-        o, t = r["leaks_ours"][pattern], r["leaks_theirs"][pattern]
-        if not (o < t or o == t == 0):
-            failures.append(f"leaks {pattern!r}: ours {o}, theirs {t}")
+    failures = wq.goal_failures("enwiki main sample", r, 106)
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
         sys.exit(1)
