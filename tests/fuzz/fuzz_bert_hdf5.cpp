@@ -10,15 +10,12 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "formats/bert_hdf5.h"
+#include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/fuzz_bert_hdf5-" + std::to_string(::getpid()) + ".hdf5";
-  {
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) return 0;
-    if (size) std::fwrite(data, 1, size, f);
-    std::fclose(f);
-  }
+  static const pretrain::fuzz::ScratchFile scratch("bert_hdf5", ".hdf5");
+  const std::string& path = scratch.path();
+  scratch.write(std::string_view(reinterpret_cast<const char*>(data), size));
   try {
     pretrain::BertShardReader reader(path);
     // Headers may claim 2^40 fill-value records; a few thousand show every code path.

@@ -11,30 +11,13 @@
 
 #include "common/error.h"
 #include "formats/llmc.h"
-
-namespace {
-
-// The reader opens a file, so each input is written to a scratch file, removed at exit.
-struct Scratch {
-  std::string path = "/tmp/fuzz-llmc-" + std::to_string(::getpid()) + ".bin";
-  ~Scratch() { ::unlink(path.c_str()); }
-};
-
-// Plain writes: write_file_atomic would fsync every input.
-void write_scratch(const std::string& path, std::string_view bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) std::abort();
-  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) std::abort();
-  std::fclose(f);
-}
-
-}  // namespace
+#include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace pretrain;
-  static const Scratch scratch;
-  const std::string& path = scratch.path;
-  write_scratch(path, std::string_view(reinterpret_cast<const char*>(data), size));
+  static const fuzz::ScratchFile scratch("llmc", ".bin");
+  const std::string& path = scratch.path();
+  scratch.write(std::string_view(reinterpret_cast<const char*>(data), size));
   try {
     LlmcReader r(path);
     uint64_t sum = 0;

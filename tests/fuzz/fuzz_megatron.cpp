@@ -14,27 +14,7 @@
 
 #include "common/error.h"
 #include "formats/megatron.h"
-
-namespace {
-
-// The reader opens files, so each input is written to two scratch files, removed at exit.
-struct Scratch {
-  std::string prefix = "/tmp/fuzz-megatron-" + std::to_string(::getpid());
-  ~Scratch() {
-    ::unlink((prefix + ".idx").c_str());
-    ::unlink((prefix + ".bin").c_str());
-  }
-};
-
-// Plain writes: write_file_atomic would fsync every input.
-void write_scratch(const std::string& path, std::string_view bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) std::abort();
-  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) std::abort();
-  std::fclose(f);
-}
-
-}  // namespace
+#include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace pretrain;
@@ -42,10 +22,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size >= 2) std::memcpy(&n, data, 2);
   std::string_view rest(reinterpret_cast<const char*>(data) + std::min<size_t>(size, 2), size - std::min<size_t>(size, 2));
   const size_t idx_len = std::min<size_t>(n, rest.size());
-  static const Scratch scratch;
-  const std::string& prefix = scratch.prefix;
-  write_scratch(prefix + ".idx", rest.substr(0, idx_len));
-  write_scratch(prefix + ".bin", rest.substr(idx_len));
+  // The reader opens <prefix>.idx and <prefix>.bin: the input's first two bytes split it in two.
+  static const fuzz::ScratchFile idx("megatron", ".idx"), bin("megatron", ".bin");
+  const std::string prefix = megatron_prefix(idx.path());
+  idx.write(rest.substr(0, idx_len));
+  bin.write(rest.substr(idx_len));
   try {
     MegatronReader r(prefix);
     // Everything the reader accepted must be readable without going out of bounds.
