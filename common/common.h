@@ -8,3 +8,4 @@
 #include "common/log.h"
 #include "common/manifest.h"
 #include "common/progress.h"
+#include "common/utf8.h"

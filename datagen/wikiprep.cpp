@@ -23,7 +23,7 @@
 #include "datagen/wikitext.h"
 #include "datagen/xml_pages.h"
 #include "formats/doc_shards.h"
-#include "formats/utf8.h"
+#include "common/utf8.h"
 
 namespace pretrain {
 namespace {

@@ -16,7 +16,7 @@
 #include <unordered_set>
 
 #include "datagen/wikitext_internal.h"
-#include "formats/utf8.h"
+#include "common/utf8.h"
 
 namespace pretrain {
 namespace {

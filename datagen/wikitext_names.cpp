@@ -8,7 +8,7 @@
 
 #include "datagen/wikitext.h"
 #include "datagen/wikitext_internal.h"
-#include "formats/utf8.h"
+#include "common/utf8.h"
 
 namespace pretrain {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "formats/utf8.h"
+#include "common/utf8.h"
 
 namespace pretrain {
 

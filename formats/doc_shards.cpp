@@ -15,7 +15,7 @@
 #include "common/file.h"
 #include "common/hash.h"
 #include "common/log.h"
-#include "formats/utf8.h"
+#include "common/utf8.h"
 
 namespace pretrain {
 

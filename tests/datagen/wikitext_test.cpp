@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "formats/utf8.h"
+#include "common/utf8.h"
 
 namespace pretrain {
 namespace {

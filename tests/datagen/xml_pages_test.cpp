@@ -16,7 +16,7 @@
 
 #include "common/error.h"
 #include "common/file.h"
-#include "formats/utf8.h"
+#include "common/utf8.h"
 #include "test_util.h"
 
 namespace pretrain {

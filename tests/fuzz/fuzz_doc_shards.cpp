@@ -16,7 +16,7 @@
 
 #include "common/error.h"
 #include "formats/doc_shards.h"
-#include "formats/utf8.h"
+#include "common/utf8.h"
 
 namespace {
 

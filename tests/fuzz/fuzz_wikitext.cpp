@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "datagen/wikitext.h"
-#include "formats/utf8.h"
+#include "common/utf8.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 
 #include "common/error.h"
 #include "datagen/xml_pages.h"
-#include "formats/utf8.h"
+#include "common/utf8.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // UTF-8 validation and repair: the Unicode standard's "U+FFFD substitution of maximal subparts"
 // examples (§3.9, Tables 3-8 to 3-11, the same practice as WHATWG's decoder), and valid text
 // passing through unchanged.
-#include "formats/utf8.h"
+#include "common/utf8.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,8 @@
 // UTF-8 validation and repair, as the Unicode standard (§3.9, "U+FFFD substitution of maximal
 // subparts") and WHATWG's decoder define it: every maximal subpart of an ill-formed sequence becomes
 // one U+FFFD. Valid means: no overlong forms, no surrogates (U+D800..U+DFFF), nothing past U+10FFFF.
-// Every stage that takes text from outside (dumps, JSON lines, vocabularies) goes through here.
+// Every stage that takes text from outside (dumps, JSON lines, vocabularies, tokenizer input)
+// goes through here.
 #pragma once
 #include <cstddef>
 #include <cstdint>

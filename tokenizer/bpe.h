@@ -1,0 +1,19 @@
+// GPT-2 byte-level BPE: GPT-2's pre-tokenizer pattern with ICU properties, bytes to unicode, merges by rank.
+#pragma once
+#include <memory>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "tokenizer/tokenizer.h"
+
+namespace pretrain {
+
+// From encoder.json/vocab.json (token → id) and vocab.bpe/merges.txt (one merge per line, by rank).
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(const std::string& vocab_json, const std::string& merges_path,
+                                              const TokenizerOptions& options);
+// From an HF tokenizer.json whose model is BPE with a ByteLevel pre-tokenizer.
+std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_hf(const nlohmann::json& tokenizer_json, const std::string& source,
+                                                      const TokenizerOptions& options);
+
+}  // namespace pretrain

@@ -1,0 +1,109 @@
+// pretrain_tokenizer: one Tokenizer interface over WordPiece (BERT), GPT-2 byte-level BPE and
+// SentencePiece, shaped like HF tokenizers' pipeline:
+//
+//   normalizer → pre-tokenizer → model → post-processor
+//
+// Each implementation keeps those four steps as separate, named functions (see wordpiece.h,
+// bpe.h, sentencepiece.h); this header is what users and the other stages see.
+//
+// Text in is UTF-8; invalid bytes are read as U+FFFD (common/utf8.h), never undefined behaviour.
+// Every const member is thread-safe, so one tokenizer serves all encode_batch workers.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/manifest.h"
+
+namespace pretrain {
+
+using TokenId = int32_t;
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // "wordpiece" | "bpe" | "sentencepiece" (the manifest's TokenizerInfo::kind).
+  virtual std::string_view kind() const = 0;
+
+  // Appends the model's ids for text to ids: normalizer, pre-tokenizer and model, no special
+  // tokens added (HF's add_special_tokens=False, spm_encode's default). Special tokens written in
+  // the text ("[MASK]", "<|endoftext|>") are kept whole where the reference does so.
+  virtual void encode_into(std::string_view text, std::vector<TokenId>& ids) const = 0;
+
+  // The same tokens as strings, as the vocabulary spells them ("##ing", "Ġthe", "▁the").
+  virtual void tokenize_into(std::string_view text, std::vector<std::string>& tokens) const;
+
+  // Post-processor: wraps one sequence (b == nullptr) or a pair in the model's special tokens,
+  // as HF's post-processor does ([CLS] a [SEP] b [SEP] for BERT; nothing for GPT-2 and
+  // SentencePiece). Returns the result; a and b are unchanged.
+  virtual std::vector<TokenId> post_process(std::span<const TokenId> a,
+                                            const std::span<const TokenId>* b = nullptr) const;
+
+  // ids back to text. skip_special_tokens drops the special tokens (HF's default for decode in
+  // our tools; off shows them).
+  virtual std::string decode(std::span<const TokenId> ids, bool skip_special_tokens = false) const = 0;
+
+  virtual std::optional<TokenId> token_to_id(std::string_view token) const = 0;
+  // The vocabulary entry for id; throws UsageError when id is outside [0, vocab_size()).
+  virtual std::string id_to_token(TokenId id) const = 0;
+  virtual int64_t vocab_size() const = 0;
+
+  // Ids of the special tokens this vocabulary has, by role: "pad", "unk", "cls", "sep", "mask"
+  // (WordPiece), "eod" (GPT-2's <|endoftext|>), "unk", "bos", "eos", "pad" (SentencePiece, where
+  // defined). Roles the vocabulary lacks are absent.
+  virtual std::map<std::string, TokenId> special_ids() const = 0;
+  bool is_special(TokenId id) const;
+
+  // Conveniences over the virtuals above.
+  std::vector<TokenId> encode(std::string_view text, bool add_special_tokens = false) const;
+  std::vector<std::string> tokenize(std::string_view text) const;
+  // Encodes every text on oneTBB workers (capped by --threads); result i belongs to texts[i].
+  std::vector<std::vector<TokenId>> encode_batch(std::span<const std::string_view> texts,
+                                                 bool add_special_tokens = false) const;
+  std::vector<std::vector<TokenId>> encode_batch(std::span<const std::string> texts,
+                                                 bool add_special_tokens = false) const;
+
+  // What the manifest records: kind, vocab hash (xxh3 of the files it was loaded from), size, ids.
+  TokenizerInfo info() const;
+  const std::string& source() const { return source_; }
+  void set_source(std::string source, std::string vocab_hash);
+
+ private:
+  std::string source_;      // the path(s) it was loaded from, for messages
+  std::string vocab_hash_;  // hex64 xxh3 of the files it was loaded from, in order
+};
+
+struct TokenizerOptions {
+  // WordPiece. lowercase unset: lowercase iff no vocabulary entry has an uppercase letter
+  // (bert-base-uncased: yes; bert-base-cased: no). strip_accents unset: follow lowercase, as HF.
+  std::optional<bool> lowercase;
+  std::optional<bool> strip_accents;
+  bool split_cjk = true;                 // spaces around CJK ideographs (tokenize_chinese_chars)
+  int max_input_chars_per_word = 100;    // HF's default; Google's code uses 200
+  // Follow HF's slow (Python) BertTokenizer / Google's tokenization.py where it differs from the
+  // fast (Rust) one; the differences are documented in tests/tokenizer/wordpiece_test.cpp.
+  bool python_compat = false;
+  // BPE: words cached per tokenizer (0 disables the cache).
+  size_t bpe_cache_words = 1 << 16;
+};
+
+// Recognises, by name and content:
+//   vocab.txt (any text file, one token per line)       → WordPiece
+//   encoder.json + vocab.bpe, vocab.json + merges.txt    → byte-level BPE (either file may be given;
+//                                                           the other is found beside it, also with
+//                                                           a shared prefix: gpt2-encoder.json +
+//                                                           gpt2-vocab.bpe)
+//   *.model (SentencePiece ModelProto)                   → SentencePiece
+//   tokenizer.json (HF) whose model is WordPiece or BPE  → WordPiece or byte-level BPE
+//   a directory                                          → the first of tokenizer.json, vocab.txt,
+//                                                           encoder.json/vocab.json, *.model in it
+// A missing or malformed file is an Error naming the file and line (or byte offset).
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const TokenizerOptions& options = {});
+
+}  // namespace pretrain
