@@ -40,3 +40,18 @@ def skip(reason):
 
 def tempdir():
     return tempfile.TemporaryDirectory(prefix="pretrain-compat-")
+
+
+def require_venv_modules(*modules):
+    """The reference tokenizers (HF tokenizers/transformers, tiktoken) live in the repo's .venv
+    (scripts/setup_deps.sh), not in Debian's python3. Re-run this script under .venv/bin/python
+    when a module is missing here; skip only when the venv does not have it either."""
+    import importlib.util
+    if all(importlib.util.find_spec(m) for m in modules):
+        return
+    venv_python = os.path.join(os.environ.get("PRETRAIN_SOURCE_DIR", ""), ".venv", "bin", "python")
+    if os.path.exists(venv_python) and os.path.realpath(sys.executable) != os.path.realpath(venv_python) \
+            and not os.environ.get("PRETRAIN_IN_VENV"):
+        os.environ["PRETRAIN_IN_VENV"] = "1"
+        os.execv(venv_python, [venv_python] + sys.argv)
+    skip(f"python modules {', '.join(modules)} not installed (run scripts/setup_deps.sh)")
