@@ -1,0 +1,243 @@
+// A line-by-line transcription of create_instances_from_document(), truncate_seq_pair() and
+// create_masked_lm_predictions() from google-research/bert's create_pretraining_data.py. The order
+// of random draws is the contract: change nothing here without the golden test
+// (tests/compat/test_make_shards_golden.py) and the unit tests.
+#include "datagen/bert_instances.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "datagen/counter_rng.h"
+#include "datagen/python_random.h"
+
+namespace pretrain {
+
+BertRecord BertInstance::to_record(int seq_len, int max_predictions) const {
+  BertRecord r;
+  r.input_ids.assign(tokens.begin(), tokens.end());
+  r.input_mask.assign(tokens.size(), 1);
+  r.segment_ids.assign(segment_ids.begin(), segment_ids.end());
+  r.input_ids.resize(seq_len, 0);
+  r.input_mask.resize(seq_len, 0);
+  r.segment_ids.resize(seq_len, 0);
+  r.masked_lm_positions.assign(masked_lm_positions.begin(), masked_lm_positions.end());
+  r.masked_lm_ids.assign(masked_lm_labels.begin(), masked_lm_labels.end());
+  r.masked_lm_positions.resize(max_predictions, 0);
+  r.masked_lm_ids.resize(max_predictions, 0);
+  r.next_sentence_label = is_random_next ? 1 : 0;
+  return r;
+}
+
+namespace {
+
+// The tokens of a segment, held as [begin, end) in a buffer so that truncating from the front is
+// O(1) (Python's `del tokens[0]`).
+struct Segment {
+  std::vector<TokenId32> buffer;
+  size_t begin = 0, end = 0;
+  size_t size() const { return end - begin; }
+  void clear() { buffer.clear(), begin = end = 0; }
+  void extend(std::span<const TokenId32> s) {
+    buffer.insert(buffer.end(), s.begin(), s.end());
+    end = buffer.size();
+  }
+};
+
+// truncate_seq_pair(): trims the longer segment (B on ties), front or back with probability 0.5.
+template <typename Rng>
+void truncate_seq_pair(Segment& a, Segment& b, size_t max_num_tokens, Rng& rng) {
+  while (a.size() + b.size() > max_num_tokens) {
+    Segment& trunc = a.size() > b.size() ? a : b;
+    if (rng.random() < 0.5)
+      ++trunc.begin;
+    else
+      --trunc.end;
+  }
+}
+
+}  // namespace
+
+template <typename Rng>
+void create_masked_lm_predictions(BertInstance& inst, const BertInstanceOptions& options, const BertMaskVocab& vocab,
+                                  Rng& rng) {
+  const std::vector<TokenId32>& tokens = inst.tokens;
+  // Candidate sets: one position each, or under whole-word masking a word's "##" pieces joined to
+  // the set before them (as Google's code does, even across a [SEP]).
+  std::vector<std::vector<int32_t>> cand_indexes;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] == vocab.cls || tokens[i] == vocab.sep) continue;
+    const bool continuation = options.whole_word_mask && static_cast<size_t>(tokens[i]) < vocab.is_continuation.size() &&
+                              vocab.is_continuation[tokens[i]];
+    if (continuation && !cand_indexes.empty())
+      cand_indexes.back().push_back(static_cast<int32_t>(i));
+    else
+      cand_indexes.push_back({static_cast<int32_t>(i)});
+  }
+  rng.shuffle(cand_indexes);
+
+  std::vector<TokenId32> output = tokens;
+  // int(round(len × p)): Python 3 rounds half to even, as nearbyint does in the default mode.
+  const size_t num_to_predict = std::min<size_t>(
+      static_cast<size_t>(options.max_predictions),
+      std::max<size_t>(1, static_cast<size_t>(std::nearbyint(static_cast<double>(tokens.size()) * options.masked_lm_prob))));
+
+  std::vector<std::pair<int32_t, TokenId32>> masked;  // (index, label)
+  std::vector<bool> covered(tokens.size(), false);
+  for (const auto& index_set : cand_indexes) {
+    if (masked.size() >= num_to_predict) break;
+    // Whole words only: skip a set that would overshoot the budget.
+    if (masked.size() + index_set.size() > num_to_predict) continue;
+    bool any_covered = false;
+    for (int32_t index : index_set) any_covered = any_covered || covered[index];
+    if (any_covered) continue;
+    for (int32_t index : index_set) {
+      covered[index] = true;
+      TokenId32 masked_token;
+      if (rng.random() < 0.8) {
+        masked_token = vocab.mask;  // 80%: [MASK]
+      } else if (rng.random() < 0.5) {
+        masked_token = tokens[index];  // 10%: kept
+      } else {                         // 10%: a random vocabulary word
+        masked_token = vocab.vocab_words[static_cast<size_t>(
+            rng.randint(0, static_cast<int64_t>(vocab.vocab_words.size()) - 1))];
+      }
+      output[index] = masked_token;
+      masked.emplace_back(index, tokens[index]);
+    }
+  }
+  std::sort(masked.begin(), masked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  inst.masked_lm_positions.clear();
+  inst.masked_lm_labels.clear();
+  for (const auto& [index, label] : masked) {
+    inst.masked_lm_positions.push_back(index);
+    inst.masked_lm_labels.push_back(label);
+  }
+  inst.tokens = std::move(output);
+}
+
+template <typename Rng>
+void create_instances_from_document(const DocumentCorpus& corpus, size_t document, const BertInstanceOptions& options,
+                                    const BertMaskVocab& vocab, Rng& rng, std::vector<BertInstance>& out) {
+  const int64_t num_sentences = static_cast<int64_t>(corpus.num_sentences(document));
+  const int64_t num_documents = static_cast<int64_t>(corpus.num_documents());
+  if (num_sentences == 0) return;
+  if (options.seq_len < 5) throw UsageError(cat("seq_len ", options.seq_len, " is too short: at least 5"));
+  const int64_t max_num_tokens = options.seq_len - 3;  // [CLS], [SEP], [SEP]
+
+  // Usually fill the whole sequence; sometimes (short_seq_prob) aim shorter, to match fine-tuning.
+  int64_t target_seq_length = max_num_tokens;
+  bool short_target = false;
+  if (rng.random() < options.short_seq_prob) {
+    target_seq_length = rng.randint(2, max_num_tokens);
+    short_target = true;
+  }
+
+  std::vector<int64_t> chunk;  // sentence indexes
+  int64_t current_length = 0;
+  Segment a, b;
+  for (int64_t i = 0; i < num_sentences; ++i) {
+    chunk.push_back(i);
+    current_length += static_cast<int64_t>(corpus.sentence(document, i).size());
+    if (i != num_sentences - 1 && current_length < target_seq_length) continue;
+
+    // How many chunk sentences go into A.
+    int64_t a_end = 1;
+    if (chunk.size() >= 2) a_end = rng.randint(1, static_cast<int64_t>(chunk.size()) - 1);
+    a.clear();
+    for (int64_t j = 0; j < a_end; ++j) a.extend(corpus.sentence(document, chunk[j]));
+
+    b.clear();
+    bool is_random_next = false;
+    if (chunk.size() == 1 || rng.random() < 0.5) {
+      is_random_next = true;
+      const int64_t target_b_length = target_seq_length - static_cast<int64_t>(a.size());
+      // Another document, if 10 tries find one (a one-document corpus uses itself).
+      int64_t random_document = 0;
+      for (int t = 0; t < 10; ++t) {
+        random_document = rng.randint(0, num_documents - 1);
+        if (random_document != static_cast<int64_t>(document)) break;
+      }
+      const int64_t random_sentences = static_cast<int64_t>(corpus.num_sentences(random_document));
+      const int64_t random_start = rng.randint(0, random_sentences - 1);
+      for (int64_t j = random_start; j < random_sentences; ++j) {
+        b.extend(corpus.sentence(random_document, j));
+        if (static_cast<int64_t>(b.size()) >= target_b_length) break;
+      }
+      // The chunk's unused sentences are put back, to start the next chunk.
+      i -= static_cast<int64_t>(chunk.size()) - a_end;
+    } else {
+      for (size_t j = a_end; j < chunk.size(); ++j) b.extend(corpus.sentence(document, chunk[j]));
+    }
+    truncate_seq_pair(a, b, static_cast<size_t>(max_num_tokens), rng);
+
+    BertInstance inst;
+    inst.is_random_next = is_random_next;
+    inst.short_target = short_target;
+    inst.tokens.reserve(a.size() + b.size() + 3);
+    inst.tokens.push_back(vocab.cls);
+    inst.tokens.insert(inst.tokens.end(), a.buffer.begin() + a.begin, a.buffer.begin() + a.end);
+    inst.tokens.push_back(vocab.sep);
+    inst.segment_ids.assign(inst.tokens.size(), 0);
+    inst.tokens.insert(inst.tokens.end(), b.buffer.begin() + b.begin, b.buffer.begin() + b.end);
+    inst.tokens.push_back(vocab.sep);
+    inst.segment_ids.resize(inst.tokens.size(), 1);
+    create_masked_lm_predictions(inst, options, vocab, rng);
+    out.push_back(std::move(inst));
+
+    chunk.clear();
+    current_length = 0;
+  }
+}
+
+std::vector<BertInstance> create_training_instances_python(InMemoryCorpus& corpus, const BertInstanceOptions& options,
+                                                           const BertMaskVocab& vocab, int dupe_factor, int64_t seed) {
+  PythonRandom rng(seed);
+  std::erase_if(corpus.documents, [](const auto& d) { return d.empty(); });
+  rng.shuffle(corpus.documents);
+  std::vector<BertInstance> instances;
+  for (int pass = 0; pass < dupe_factor; ++pass)
+    for (size_t d = 0; d < corpus.num_documents(); ++d)
+      create_instances_from_document(corpus, d, options, vocab, rng, instances);
+  rng.shuffle(instances);
+  return instances;
+}
+
+BertMaskVocab make_bert_mask_vocab(const std::vector<std::string>& entries, const std::string& source) {
+  BertMaskVocab v;
+  std::unordered_map<std::string_view, size_t> position;  // entry → index in vocab_words
+  v.is_continuation.resize(entries.size());
+  for (size_t id = 0; id < entries.size(); ++id) {
+    const std::string& e = entries[id];
+    auto [it, fresh] = position.emplace(e, v.vocab_words.size());
+    if (fresh)
+      v.vocab_words.push_back(static_cast<TokenId32>(id));
+    else
+      v.vocab_words[it->second] = static_cast<TokenId32>(id);
+    v.is_continuation[id] = e.starts_with("##");  // Python's token.startswith("##")
+  }
+  auto need = [&](const char* token) {
+    auto it = position.find(token);
+    if (it == position.end())
+      throw Error(Where{source}, cat("the vocabulary has no ", token, " entry, which BERT instances need"));
+    return v.vocab_words[it->second];
+  };
+  v.cls = need("[CLS]");
+  v.sep = need("[SEP]");
+  v.mask = need("[MASK]");
+  return v;
+}
+
+template void create_instances_from_document<PythonRandom>(const DocumentCorpus&, size_t, const BertInstanceOptions&,
+                                                           const BertMaskVocab&, PythonRandom&,
+                                                           std::vector<BertInstance>&);
+template void create_instances_from_document<CounterRng>(const DocumentCorpus&, size_t, const BertInstanceOptions&,
+                                                         const BertMaskVocab&, CounterRng&, std::vector<BertInstance>&);
+template void create_masked_lm_predictions<PythonRandom>(BertInstance&, const BertInstanceOptions&,
+                                                         const BertMaskVocab&, PythonRandom&);
+template void create_masked_lm_predictions<CounterRng>(BertInstance&, const BertInstanceOptions&, const BertMaskVocab&,
+                                                       CounterRng&);
+
+}  // namespace pretrain
