@@ -1,14 +1,469 @@
-// Placeholder until the BPE model lands (issue 4).
+// GPT-2 byte-level BPE, as HF's GPT2TokenizerFast and tiktoken's "gpt2" encoding:
+//
+//   normalizer      none
+//   added tokens    "<|endoftext|>" (and a tokenizer.json's added tokens) are cut out of the text
+//                   first and kept whole, as HF does (tiktoken: allowed_special="all")
+//   pre-tokenizer   GPT-2's pattern as a scanner (gpt2_pretokenize.h), each piece's bytes spelled
+//                   in the byte alphabet
+//   model           merges by rank (bpe_merges.h), behind two word tables (bpe_word_table.h)
+//   post-processor  adds nothing
+//
+// Loading reads encoder.json/vocab.json + vocab.bpe/merges.txt, or an HF tokenizer.json; any
+// malformed entry is an Error naming the file and line (or the JSON entry).
 #include "tokenizer/bpe.h"
 
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <memory>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
 #include "common/error.h"
+#include "common/file.h"
+#include "common/utf8.h"
+#include "tokenizer/bpe_merges.h"
+#include "tokenizer/bpe_word_table.h"
+#include "tokenizer/gpt2_pretokenize.h"
 
 namespace pretrain {
-std::unique_ptr<Tokenizer> make_bpe_tokenizer(const std::string& vocab_path, const std::string&, const TokenizerOptions&) {
-  throw UsageError(Where{vocab_path}, "BPE is not built yet");
+namespace {
+
+// Ids past this are refused: a vocabulary file cannot make us allocate gigabytes.
+constexpr int64_t kMaxTokenId = 1 << 24;
+// Words longer than this are merged every time instead of cached (rare, and they would crowd out
+// the short ones).
+constexpr size_t kMaxCachedWordBytes = 128;
+
+struct AddedToken {
+  std::string content;
+  TokenId id;
+  bool special;
+};
+
+// What a loader hands over: the vocabulary (id → spelling in the byte alphabet), the merges, the
+// added tokens and the ByteLevel options.
+struct BpeSpec {
+  std::string source;
+  std::vector<std::string> tokens;  // "" for ids the vocabulary skips
+  std::unordered_map<std::string, TokenId> vocab;
+  std::unique_ptr<BpeMerges> merges;
+  std::vector<AddedToken> added;
+  bool add_prefix_space = false;
+  bool ignore_merges = false;  // HF's option: a word that is a vocabulary entry is that entry
+};
+
+// A token's spelling back to the bytes it stands for. A spelling with a character outside the
+// byte alphabet (an added token such as "<|endoftext|>" is inside it; others may not be) stands for
+// its own UTF-8, as HF's ByteLevel decoder does.
+std::string spelling_to_bytes(std::string_view spelling, bool* in_alphabet = nullptr) {
+  std::string bytes;
+  const auto* p = reinterpret_cast<const uint8_t*>(spelling.data());
+  const auto* end = p + spelling.size();
+  while (p < end) {
+    Utf8Step step = decode_utf8(p, end);
+    int b = step.valid ? gpt2::unicode_to_byte(step.code_point) : -1;
+    if (b < 0) {
+      if (in_alphabet) *in_alphabet = false;
+      return std::string(spelling);
+    }
+    bytes.push_back(static_cast<char>(b));
+    p += step.length;
+  }
+  if (in_alphabet) *in_alphabet = true;
+  return bytes;
 }
-std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_hf(const nlohmann::json&, const std::string& source,
-                                                            const TokenizerOptions&) {
-  throw UsageError(Where{source}, "BPE is not built yet");
+
+// Adds vocabulary entry token → id, refusing what HF would not load.
+void add_vocab_entry(BpeSpec& spec, const std::string& token, const nlohmann::json& value, const Where& where) {
+  if (!value.is_number_integer())
+    throw Error(where, cat("the id of token \"", token, "\" is not an integer: ", value.dump()));
+  int64_t id = value.get<int64_t>();
+  if (id < 0 || id >= kMaxTokenId)
+    throw Error(where, cat("the id of token \"", token, "\" is out of range: ", id));
+  if (static_cast<size_t>(id) >= spec.tokens.size()) spec.tokens.resize(id + 1);
+  if (!spec.tokens[id].empty())
+    throw Error(where, cat("id ", id, " is given to both \"", spec.tokens[id], "\" and \"", token, "\""));
+  spec.tokens[id] = token;
+  spec.vocab[token] = static_cast<TokenId>(id);
 }
+
+// The single-byte tokens and the merge table, once the vocabulary is read.
+void start_merges(BpeSpec& spec, const Where& where) {
+  std::array<TokenId, 256> byte_ids{};
+  const auto& alphabet = gpt2::bytes_to_unicode();
+  for (int b = 0; b < 256; ++b) {
+    std::string spelling;
+    append_utf8(alphabet[b], spelling);
+    auto it = spec.vocab.find(spelling);
+    if (it == spec.vocab.end())
+      throw Error(where, cat("the vocabulary lacks the token \"", spelling, "\" for byte ", b,
+                             ": a byte-level BPE vocabulary needs all 256"));
+    byte_ids[b] = it->second;
+  }
+  std::vector<std::string> bytes(spec.tokens.size());
+  for (size_t id = 0; id < spec.tokens.size(); ++id) bytes[id] = spelling_to_bytes(spec.tokens[id]);
+  spec.merges = std::make_unique<BpeMerges>(byte_ids, std::move(bytes));
+}
+
+// Merge "left right" (spellings) as the next rank; an error names `where` when a part or the
+// result is not in the vocabulary.
+void add_merge(BpeSpec& spec, std::string_view left, std::string_view right, const Where& where) {
+  auto lookup = [&](const std::string& token, const char* what) {
+    auto it = spec.vocab.find(token);
+    if (it == spec.vocab.end())
+      throw Error(where, cat("the merge's ", what, " \"", token, "\" is not in the vocabulary"));
+    return it->second;
+  };
+  std::string l(left), r(right);
+  TokenId a = lookup(l, "left part");
+  TokenId b = lookup(r, "right part");
+  TokenId m = lookup(l + r, "result");
+  spec.merges->add(a, b, m);
+}
+
+int64_t line_of_offset(const std::string& text, size_t offset) {
+  offset = std::min(offset, text.size());
+  return 1 + std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(offset), '\n');
+}
+
+// ---------------------------------------------------------------------------------------------
+
+class BpeTokenizer final : public Tokenizer {
+ public:
+  BpeTokenizer(BpeSpec spec, const TokenizerOptions& options)
+      : source_(std::move(spec.source)),
+        tokens_(std::move(spec.tokens)),
+        vocab_(std::move(spec.vocab)),
+        merges_(std::move(spec.merges)),
+        added_(std::move(spec.added)),
+        add_prefix_space_(spec.add_prefix_space),
+        ignore_merges_(spec.ignore_merges),
+        cache_words_(options.bpe_cache_words),
+        instance_(next_instance_++),
+        whole_words_(SIZE_MAX) {
+    vocab_size_ = static_cast<int64_t>(tokens_.size());
+    for (const auto& a : added_) vocab_size_ = std::max<int64_t>(vocab_size_, int64_t{a.id} + 1);
+    id_bytes_.resize(static_cast<size_t>(vocab_size_));
+    for (size_t id = 0; id < tokens_.size(); ++id) id_bytes_[id] = spelling_to_bytes(tokens_[id]);
+    is_added_.assign(static_cast<size_t>(vocab_size_), 0);
+    for (const auto& a : added_) {
+      id_bytes_[a.id] = a.content;
+      is_added_[a.id] = a.special ? 2 : 1;
+      if (a.content == "<|endoftext|>") special_ids_["eod"] = a.id;
+    }
+    build_whole_words();
+  }
+
+  std::string_view kind() const override { return "bpe"; }
+
+  void encode_into(std::string_view text, std::vector<TokenId>& ids) const override {
+    std::string repaired;
+    if (!is_valid_utf8(text)) {
+      append_repaired_utf8(text, repaired);
+      text = repaired;
+    }
+    WordTable* cache = cache_words_ ? &thread_cache() : nullptr;
+    split_added_tokens(text, [&](std::string_view segment, const AddedToken* added) {
+      if (added)
+        ids.push_back(added->id);
+      else
+        encode_segment(segment, cache, ids);
+    });
+  }
+
+  std::string decode(std::span<const TokenId> ids, bool skip_special_tokens) const override {
+    std::string bytes;
+    for (TokenId id : ids) {
+      check_id(id);
+      if (skip_special_tokens && is_added_[id] == 2) continue;
+      bytes += id_bytes_[id];
+    }
+    // Arbitrary id sequences can cut a character's bytes apart: each invalid part becomes U+FFFD
+    // (HF: String::from_utf8_lossy; Python: errors="replace").
+    repair_utf8(bytes);
+    return bytes;
+  }
+
+  std::optional<TokenId> token_to_id(std::string_view token) const override {
+    for (const auto& a : added_)
+      if (a.content == token) return a.id;
+    auto it = vocab_.find(std::string(token));
+    if (it == vocab_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  std::string id_to_token(TokenId id) const override {
+    check_id(id);
+    if (is_added_[id]) return id_bytes_[id];
+    return static_cast<size_t>(id) < tokens_.size() ? tokens_[id] : std::string();
+  }
+
+  int64_t vocab_size() const override { return vocab_size_; }
+  std::map<std::string, TokenId> special_ids() const override { return special_ids_; }
+
+  // The model step alone, for the tests.
+  std::vector<TokenId> merge_word(std::string_view word, bool reference) const {
+    if (word.empty()) return {};
+    if (reference) return merges_->reference_merge(word);
+    std::vector<TokenId> ids;
+    merges_->merge(word, ids);
+    return ids;
+  }
+
+ private:
+  void check_id(TokenId id) const {
+    if (id < 0 || id >= vocab_size_)
+      throw UsageError(Where{source_}, cat("token id ", id, " is outside the vocabulary (size ", vocab_size_, ")"));
+  }
+
+  // Added tokens: calls f(segment, nullptr) for the text between them and f({}, &token) for each
+  // occurrence, leftmost first, the longest where two start at the same byte.
+  template <typename F>
+  void split_added_tokens(std::string_view text, F&& f) const {
+    if (added_.empty()) {
+      f(text, nullptr);
+      return;
+    }
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t best = std::string_view::npos;
+      const AddedToken* best_token = nullptr;
+      for (const auto& a : added_) {
+        size_t at = text.find(a.content, pos);
+        if (at < best || (at == best && at != std::string_view::npos && a.content.size() > best_token->content.size())) {
+          best = at;
+          best_token = &a;
+        }
+      }
+      if (best == std::string_view::npos) break;
+      if (best > pos) f(text.substr(pos, best - pos), nullptr);
+      f(std::string_view(), best_token);
+      pos = best + best_token->content.size();
+    }
+    if (pos < text.size()) f(text.substr(pos), nullptr);
+  }
+
+  // Pre-tokenizer then model, for text with no added tokens in it.
+  void encode_segment(std::string_view segment, WordTable* cache, std::vector<TokenId>& ids) const {
+    std::string prefixed;
+    if (add_prefix_space_ && !segment.empty() && segment.front() != ' ') {
+      prefixed = " ";
+      prefixed += segment;
+      segment = prefixed;
+    }
+    gpt2::pre_tokenize(segment, [&](size_t begin, size_t end) {
+      encode_word(segment.substr(begin, end - begin), cache, ids);
+    });
+  }
+
+  // One pre-token: a single byte, a vocabulary word BPE maps to itself, a cached word, or merges.
+  void encode_word(std::string_view word, WordTable* cache, std::vector<TokenId>& ids) const {
+    if (word.size() == 1) {
+      ids.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
+      return;
+    }
+    const uint64_t hash = word_hash(word);
+    if (whole_words_.find(word, hash, ids)) return;
+    const bool cacheable = word.size() <= kMaxCachedWordBytes;
+    if (cacheable && cache && cache->find(word, hash, ids)) return;
+    size_t first = ids.size();
+    merges_->merge(word, ids);
+    if (cacheable && cache) cache->insert(word, hash, ids.data() + first, ids.size() - first);
+  }
+
+  // Every vocabulary entry whose bytes BPE merges back into that one entry (with ignore_merges:
+  // every entry, by definition). Checking each at load keeps the shortcut exact.
+  void build_whole_words() {
+    for (int b = 0; b < 256; ++b) byte_ids_[b] = merges_->byte_id(static_cast<unsigned char>(b));
+    std::vector<TokenId> ids;
+    for (size_t id = 0; id < tokens_.size(); ++id) {
+      bool in_alphabet = false;
+      std::string bytes = spelling_to_bytes(tokens_[id], &in_alphabet);
+      if (!in_alphabet || bytes.size() < 2) continue;
+      ids.clear();
+      if (ignore_merges_)
+        ids.push_back(static_cast<TokenId>(id));
+      else
+        merges_->merge(bytes, ids);
+      if (ids.size() == 1 && ids[0] == static_cast<TokenId>(id)) {
+        TokenId tid = ids[0];
+        uint64_t h = word_hash(bytes);
+        std::vector<TokenId> found;
+        if (!whole_words_.find(bytes, h, found)) whole_words_.insert(bytes, h, &tid, 1);
+      }
+    }
+  }
+
+  // This thread's word cache for this tokenizer. A thread keeps caches for its few most recent
+  // tokenizers (keyed by a never-reused instance number), so no lock is taken and no cache is
+  // shared between threads.
+  WordTable& thread_cache() const {
+    struct Entry {
+      uint64_t instance;
+      std::unique_ptr<WordTable> table;
+    };
+    thread_local std::vector<Entry> caches;  // most recently used first
+    if (!caches.empty() && caches.front().instance == instance_) return *caches.front().table;
+    auto it = std::find_if(caches.begin(), caches.end(), [&](const Entry& e) { return e.instance == instance_; });
+    if (it == caches.end()) {
+      if (caches.size() >= 4) caches.pop_back();
+      caches.insert(caches.begin(), Entry{instance_, std::make_unique<WordTable>(cache_words_)});
+    } else {
+      std::rotate(caches.begin(), it, it + 1);
+    }
+    return *caches.front().table;
+  }
+
+  std::string source_;
+  std::vector<std::string> tokens_;
+  std::unordered_map<std::string, TokenId> vocab_;
+  std::unique_ptr<BpeMerges> merges_;
+  std::vector<AddedToken> added_;
+  bool add_prefix_space_;
+  bool ignore_merges_;
+  size_t cache_words_;
+  uint64_t instance_;
+  WordTable whole_words_;
+  std::array<TokenId, 256> byte_ids_{};
+  int64_t vocab_size_ = 0;
+  std::vector<std::string> id_bytes_;  // what each id decodes to
+  std::vector<uint8_t> is_added_;      // 0 model token, 1 added token, 2 special added token
+  std::map<std::string, TokenId> special_ids_;
+
+  static inline std::atomic<uint64_t> next_instance_{1};
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// encoder.json + vocab.bpe
+
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(const std::string& vocab_path, const std::string& merges_path,
+                                              const TokenizerOptions& options) {
+  BpeSpec spec;
+  spec.source = vocab_path + " + " + merges_path;
+  {
+    std::string text = read_file(vocab_path);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw Error(Where::at_line(vocab_path, line_of_offset(text, e.byte ? e.byte - 1 : 0)),
+                  cat("not valid JSON: ", e.what()));
+    }
+    if (!j.is_object()) throw Error(Where::at_line(vocab_path, 1), "expected a JSON object of token → id");
+    for (const auto& [token, value] : j.items()) add_vocab_entry(spec, token, value, Where{vocab_path});
+    start_merges(spec, Where{vocab_path});
+  }
+  std::ifstream in(merges_path, std::ios::binary);
+  if (!in) throw_errno("cannot open", merges_path);
+  std::string line;
+  int64_t line_no = 0;
+  int64_t first_blank_line = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line_no == 1 && line.rfind("#version", 0) == 0) continue;
+    // A blank line is an error unless only blank lines follow it (a file ending in "\n\n").
+    if (line.empty()) {
+      if (!first_blank_line) first_blank_line = line_no;
+      continue;
+    }
+    Where where = Where::at_line(merges_path, line_no);
+    if (first_blank_line)
+      throw Error(Where::at_line(merges_path, first_blank_line), "expected a merge \"left right\", found an empty line");
+    size_t space = line.find(' ');
+    if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos)
+      throw Error(where, cat("expected a merge of two tokens separated by one space, found \"", line, "\""));
+    add_merge(spec, std::string_view(line).substr(0, space), std::string_view(line).substr(space + 1), where);
+  }
+  if (in.bad()) throw Error(Where{merges_path}, "read error");
+  if (auto it = spec.vocab.find("<|endoftext|>"); it != spec.vocab.end())
+    spec.added.push_back({"<|endoftext|>", it->second, true});
+  return std::make_unique<BpeTokenizer>(std::move(spec), options);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HF tokenizer.json
+
+std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_hf(const nlohmann::json& j, const std::string& source,
+                                                      const TokenizerOptions& options) {
+  auto fail = [&](const std::string& what) { throw Error(Where{source}, what); };
+  BpeSpec spec;
+  spec.source = source;
+  const nlohmann::json& model = j.at("model");
+
+  // Normalizer: none (GPT-2 has none; another would change the text before the pattern).
+  if (j.contains("normalizer") && !j["normalizer"].is_null())
+    fail("a byte-level BPE tokenizer.json with a normalizer is not supported (GPT-2's has none)");
+  // Pre-tokenizer: ByteLevel, alone or as the only step of a Sequence.
+  const nlohmann::json* pre = j.contains("pre_tokenizer") ? &j["pre_tokenizer"] : nullptr;
+  if (pre && pre->is_object() && pre->value("type", "") == "Sequence" && pre->contains("pretokenizers") &&
+      (*pre)["pretokenizers"].is_array() && (*pre)["pretokenizers"].size() == 1)
+    pre = &(*pre)["pretokenizers"][0];
+  if (!pre || !pre->is_object() || pre->value("type", "") != "ByteLevel")
+    fail("expected a ByteLevel pre-tokenizer in tokenizer.json (GPT-2 style byte-level BPE)");
+  if (!pre->value("use_regex", true)) fail("ByteLevel with use_regex=false is not supported");
+  spec.add_prefix_space = pre->value("add_prefix_space", false);
+
+  auto non_empty_string = [&](const char* key) {
+    return model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty();
+  };
+  if (non_empty_string("continuing_subword_prefix") || non_empty_string("end_of_word_suffix"))
+    fail("BPE with continuing_subword_prefix or end_of_word_suffix is not byte-level GPT-2 BPE");
+  if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() > 0)
+    fail("BPE dropout is a training-time option; it is not supported here");
+  spec.ignore_merges = model.value("ignore_merges", false);
+
+  if (!model.contains("vocab") || !model["vocab"].is_object()) fail("model.vocab must be an object of token → id");
+  for (const auto& [token, value] : model["vocab"].items())
+    add_vocab_entry(spec, token, value, Where{source});
+  start_merges(spec, Where{source});
+
+  if (!model.contains("merges") || !model["merges"].is_array()) fail("model.merges must be an array");
+  const auto& merges = model["merges"];
+  for (size_t i = 0; i < merges.size(); ++i) {
+    Where where = Where::at_record(source, static_cast<int64_t>(i));
+    const auto& m = merges[i];
+    if (m.is_string()) {  // "left right" (tokenizers < 0.20)
+      const std::string& s = m.get_ref<const std::string&>();
+      size_t space = s.find(' ');
+      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
+        throw Error(where, cat("merges[", i, "]: expected \"left right\", found \"", s, "\""));
+      add_merge(spec, std::string_view(s).substr(0, space), std::string_view(s).substr(space + 1), where);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["left", "right"]
+      add_merge(spec, m[0].get_ref<const std::string&>(), m[1].get_ref<const std::string&>(), where);
+    } else {
+      throw Error(where, cat("merges[", i, "]: expected \"left right\" or [\"left\", \"right\"], found ", m.dump()));
+    }
+  }
+
+  if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
+    const auto& added = j["added_tokens"];
+    for (size_t i = 0; i < added.size(); ++i) {
+      const auto& a = added[i];
+      Where where = Where::at_record(source, static_cast<int64_t>(i));
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+          !a["content"].is_string() || a["content"].get<std::string>().empty())
+        throw Error(where, cat("added_tokens[", i, "]: expected {\"id\": int, \"content\": non-empty string, ...}"));
+      if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false))
+        throw Error(where, cat("added_tokens[", i, "]: lstrip, rstrip and single_word are not supported"));
+      int64_t id = a["id"].get<int64_t>();
+      if (id < 0 || id >= kMaxTokenId) throw Error(where, cat("added_tokens[", i, "]: id ", id, " out of range"));
+      std::string content = a["content"].get<std::string>();
+      repair_utf8(content);
+      spec.added.push_back({content, static_cast<TokenId>(id), a.value("special", false)});
+    }
+  }
+  return std::make_unique<BpeTokenizer>(std::move(spec), options);
+}
+
+std::vector<TokenId> bpe_merge_word(const Tokenizer& tokenizer, std::string_view word, bool reference) {
+  const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tokenizer);
+  if (!bpe) throw UsageError("bpe_merge_word needs a byte-level BPE tokenizer");
+  return bpe->merge_word(word, reference);
+}
+
 }  // namespace pretrain

@@ -2,6 +2,8 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -15,5 +17,9 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(const std::string& vocab_json, con
 // From an HF tokenizer.json whose model is BPE with a ByteLevel pre-tokenizer.
 std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_hf(const nlohmann::json& tokenizer_json, const std::string& source,
                                                       const TokenizerOptions& options);
+
+// For the tests: the model step alone on one pre-token's raw bytes, by the fast path or by the
+// naive reference implementation. `tokenizer` must come from one of the two functions above.
+std::vector<TokenId> bpe_merge_word(const Tokenizer& tokenizer, std::string_view word, bool reference);
 
 }  // namespace pretrain

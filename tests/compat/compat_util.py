@@ -50,8 +50,9 @@ def require_venv_modules(*modules):
     if all(importlib.util.find_spec(m) for m in modules):
         return
     venv_python = os.path.join(os.environ.get("PRETRAIN_SOURCE_DIR", ""), ".venv", "bin", "python")
-    if os.path.exists(venv_python) and os.path.realpath(sys.executable) != os.path.realpath(venv_python) \
+    if os.path.exists(venv_python) and os.path.realpath(sys.prefix) != os.path.realpath(os.path.dirname(os.path.dirname(venv_python))) \
             and not os.environ.get("PRETRAIN_IN_VENV"):
         os.environ["PRETRAIN_IN_VENV"] = "1"
+        # Compare prefixes, not executables: the venv's python is a symlink to /usr/bin/python3.
         os.execv(venv_python, [venv_python] + sys.argv)
     skip(f"python modules {', '.join(modules)} not installed (run scripts/setup_deps.sh)")
