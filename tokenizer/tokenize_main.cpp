@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   TokenizerOptions tok_options;
   TokenizeToolOptions options;
   bool tokens = false, decode = false, ids = false;
-  std::optional<bool> lowercase;
+  bool lowercase = false;
   app.add_option("--tokenizer", path,
                  "vocab.txt (WordPiece), encoder.json/vocab.json + vocab.bpe/merges.txt (GPT-2 BPE), "
                  "*.model (SentencePiece), HF tokenizer.json, or a directory holding one")
@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   app.add_flag("--add-special-tokens", options.add_special_tokens,
                "wrap each line with the model's special tokens ([CLS] … [SEP] for BERT)");
   app.add_flag("--skip-special-tokens", options.skip_special_tokens, "--decode: leave special tokens out");
-  app.add_flag("--lowercase,!--no-lowercase", lowercase,
+  // A plain bool and count(): CLI11 sets an absent flag's std::optional<bool> to false.
+  auto* lowercase_flag = app.add_flag("--lowercase,!--no-lowercase", lowercase,
                "WordPiece: lowercase (default: when the vocabulary has no uppercase letters)");
   app.add_option("--max-chars-per-word", tok_options.max_input_chars_per_word,
                  "WordPiece: longer words become [UNK] (HF: 100, Google: 200)")
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
   app.add_flag("--python-compat", tok_options.python_compat,
                "WordPiece: behave as HF's slow / Google's Python tokenizer where it differs from the fast one");
   return run_tool(app, argc, argv, [&] {
-    tok_options.lowercase = lowercase;
+    if (lowercase_flag->count() > 0) tok_options.lowercase = lowercase;
     if (tokens) options.output = TokenizeToolOptions::Output::tokens;
     if (decode) options.output = TokenizeToolOptions::Output::decode;
     auto tokenizer = load_tokenizer(path, tok_options);
