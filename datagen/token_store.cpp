@@ -1,0 +1,84 @@
+#include "datagen/token_store.h"
+
+#include "common/error.h"
+
+namespace pretrain {
+
+TokenStoreWriter::TokenStoreWriter(const std::string& dir)
+    : dir_(dir),
+      tokens_file_(path_join(dir, "tokens.bin")),
+      sentences_file_(path_join(dir, "sentences.bin")),
+      documents_file_(path_join(dir, "documents.bin")) {}
+
+void TokenStoreWriter::add_document(const std::vector<std::vector<TokenId32>>& sentences) {
+  uint64_t kept = 0;
+  for (const auto& s : sentences) {
+    if (s.empty()) continue;
+    tokens_file_.write(s.data(), s.size() * sizeof(TokenId32));
+    tokens_ += s.size();
+    sentences_file_.write_pod(tokens_);
+    ++kept;
+  }
+  if (kept == 0) return;
+  sentences_ += kept;
+  documents_file_.write_pod(sentences_);
+  ++documents_;
+}
+
+void TokenStoreWriter::commit(const nlohmann::json& key) {
+  tokens_file_.commit();
+  sentences_file_.commit();
+  documents_file_.commit();
+  nlohmann::json meta = {{"key", key}, {"documents", documents_}, {"sentences", sentences_}, {"tokens", tokens_}};
+  write_file_atomic(path_join(dir_, "store.json"), meta.dump(2) + "\n");
+}
+
+bool TokenStore::complete(const std::string& dir, const nlohmann::json& key) {
+  const std::string meta_path = path_join(dir, "store.json");
+  if (!file_exists(meta_path)) return false;
+  try {
+    nlohmann::json meta = nlohmann::json::parse(read_file(meta_path));
+    return meta.at("key") == key &&
+           file_size(path_join(dir, "tokens.bin")) == meta.at("tokens").get<uint64_t>() * sizeof(TokenId32) &&
+           file_size(path_join(dir, "sentences.bin")) == meta.at("sentences").get<uint64_t>() * 8 &&
+           file_size(path_join(dir, "documents.bin")) == meta.at("documents").get<uint64_t>() * 8;
+  } catch (const std::exception&) {
+    return false;  // damaged or partial: the stage runs again
+  }
+}
+
+TokenStore::TokenStore(const std::string& dir)
+    : tokens_file_(path_join(dir, "tokens.bin")),
+      sentences_file_(path_join(dir, "sentences.bin")),
+      documents_file_(path_join(dir, "documents.bin")) {
+  tokens_ = {reinterpret_cast<const TokenId32*>(tokens_file_.data()), tokens_file_.size() / sizeof(TokenId32)};
+  sentence_ends_ = {reinterpret_cast<const uint64_t*>(sentences_file_.data()), sentences_file_.size() / 8};
+  documents_ = {reinterpret_cast<const uint64_t*>(documents_file_.data()), documents_file_.size() / 8};
+  // The ends must rise and stay inside the arrays they index, or reads would leave the maps.
+  uint64_t prev = 0;
+  for (size_t i = 0; i < sentence_ends_.size(); ++i) {
+    if (sentence_ends_[i] <= prev && i) throw Error(Where::at_record(sentences_file_.path(), int64_t(i)), "sentence ends must rise");
+    prev = sentence_ends_[i];
+  }
+  if (prev > tokens_.size()) throw Error(Where{sentences_file_.path()}, "sentence ends past the token file");
+  prev = 0;
+  for (size_t i = 0; i < documents_.size(); ++i) {
+    if (documents_[i] <= prev && i) throw Error(Where::at_record(documents_file_.path(), int64_t(i)), "document ends must rise");
+    prev = documents_[i];
+  }
+  if (prev > sentence_ends_.size()) throw Error(Where{documents_file_.path()}, "document ends past the sentence file");
+}
+
+std::span<const TokenId32> TokenStore::sentence(size_t d, size_t i) const {
+  const size_t s = document_begin(d) + i;
+  const uint64_t b = sentence_begin(s);
+  return tokens_.subspan(b, sentence_ends_[s] - b);
+}
+
+std::span<const TokenId32> TokenStore::document_tokens(size_t d) const {
+  const uint64_t b = sentence_begin(document_begin(d));
+  const uint64_t e = sentence_ends_[document_end(d) - 1];
+  return tokens_.subspan(b, e - b);
+}
+
+}  // namespace pretrain
