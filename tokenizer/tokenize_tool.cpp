@@ -3,6 +3,8 @@
 #include <charconv>
 #include <vector>
 
+#include <tbb/parallel_for.h>
+
 #include "common/error.h"
 #include "common/progress.h"
 
@@ -57,6 +59,21 @@ TokenizeToolStats run_tokenize(const Tokenizer& tokenizer, const TokenizeToolOpt
             throw Error(Where::at_line(options.input_name, static_cast<int64_t>(stats.lines + i + 1)),
                         cat("token id ", id, " is outside the vocabulary (size ", tokenizer.vocab_size(), ")"));
         buffer += tokenizer.decode(ids, options.skip_special_tokens);
+        buffer += '\n';
+      }
+    } else if (options.output == TokenizeToolOptions::Output::tokens && !options.add_special_tokens) {
+      // tokenize_into, not id_to_token: SentencePiece shows an unknown piece as its text (as
+      // spm_encode --output_format=piece does), not as "<unk>".
+      std::vector<std::vector<std::string>> tokens(lines.size());
+      tbb::parallel_for(tbb::blocked_range<size_t>(0, lines.size(), 16), [&](const tbb::blocked_range<size_t>& r) {
+        for (size_t i = r.begin(); i != r.end(); ++i) tokenizer.tokenize_into(lines[i], tokens[i]);
+      });
+      for (const auto& line_tokens : tokens) {
+        stats.tokens += line_tokens.size();
+        for (size_t k = 0; k < line_tokens.size(); ++k) {
+          if (k) buffer += ' ';
+          buffer += line_tokens[k];
+        }
         buffer += '\n';
       }
     } else {
