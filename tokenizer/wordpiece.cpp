@@ -1,14 +1,458 @@
-// Placeholder until the WordPiece model lands (issue 4).
+// WordPiece (BERT) as HF's BertTokenizerFast builds it:
+//
+//   BertNormalizer → BertPreTokenizer   bert_pre_tokenizer.h (one fused pass, plus a reference)
+//   WordPiece model                     greedy longest-match-first, "##" continuations, [UNK]
+//   BertProcessing post-processor       [CLS] a [SEP] / [CLS] a [SEP] b [SEP]
+//
+// Special tokens written in the text ([CLS], [MASK], …, and a tokenizer.json's added tokens) are
+// cut out of the raw text first and kept whole, as HF's AddedVocabulary does for tokens with
+// normalized=false: "[MASK]" is one token, "[mask]" is not, even when lowercasing.
 #include "tokenizer/wordpiece.h"
 
+#include <unicode/uchar.h>
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
 #include "common/error.h"
+#include "common/file.h"
+#include "common/utf8.h"
+#include "tokenizer/bert_pre_tokenizer.h"
 
 namespace pretrain {
-std::unique_ptr<Tokenizer> make_wordpiece_tokenizer(const std::string& vocab_path, const TokenizerOptions&) {
-  throw UsageError(Where{vocab_path}, "WordPiece is not built yet");
+namespace {
+
+uint64_t hash_bytes(const char* p, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    h = (h ^ v) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 29;
+    p += 8;
+    n -= 8;
+  }
+  if (n) {
+    uint64_t v = 0;
+    std::memcpy(&v, p, n);
+    h = (h ^ v) * 0xC4CEB9FE1A85EC53ull;
+  }
+  h ^= h >> 32;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  return h;
 }
-std::unique_ptr<Tokenizer> make_wordpiece_tokenizer_from_hf(const nlohmann::json&, const std::string& source,
-                                                            const TokenizerOptions&) {
-  throw UsageError(Where{source}, "WordPiece is not built yet");
+
+// string_view → id, open addressing with linear probing at load ≤ 1/2. The keys point into the
+// tokenizer's token strings, which never change after construction.
+class TokenTable {
+ public:
+  void insert(std::string_view key, TokenId id) {
+    if ((count_ + 1) * 2 > slots_.size()) grow();
+    Slot& s = probe(key, hash_bytes(key.data(), key.size()));
+    if (s.id < 0) ++count_;
+    s = {hash_bytes(key.data(), key.size()), key.data(), static_cast<uint32_t>(key.size()), id};
+  }
+  TokenId find(std::string_view key) const {
+    if (slots_.empty()) return -1;
+    uint64_t h = hash_bytes(key.data(), key.size());
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.id < 0) return -1;
+      if (s.hash == h && s.size == key.size() && std::memcmp(s.data, key.data(), key.size()) == 0) return s.id;
+    }
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    const char* data = nullptr;
+    uint32_t size = 0;
+    TokenId id = -1;
+  };
+  Slot& probe(std::string_view key, uint64_t h) {
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.id < 0 || (s.hash == h && std::string_view(s.data, s.size) == key)) return s;
+    }
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(std::max<size_t>(64, old.size() * 2), Slot{});
+    mask_ = slots_.size() - 1;
+    for (const Slot& s : old)
+      if (s.id >= 0) probe(std::string_view(s.data, s.size), s.hash) = s;
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  size_t count_ = 0;
+};
+
+// A token kept whole when it appears in the raw text.
+struct AddedToken {
+  std::string content;
+  TokenId id;
+  bool special;
+  bool single_word;
+};
+
+struct WordPieceConfig {
+  std::string source;                 // for messages
+  std::vector<std::string> tokens;    // id → token ("" for ids the vocabulary skips)
+  std::string unk_token = "[UNK]";
+  std::string prefix = "##";          // continuing_subword_prefix
+  int max_chars = 100;                // max_input_chars_per_word
+  BertNormalizerOptions normalizer;
+  std::vector<AddedToken> added;
+};
+
+// Reused per thread so that encoding allocates nothing once warm.
+struct Scratch {
+  std::string repaired;
+  BertWords words;
+};
+
+class WordPieceTokenizer final : public Tokenizer {
+ public:
+  explicit WordPieceTokenizer(WordPieceConfig config)
+      : config_(std::move(config)), pre_tokenizer_(config_.normalizer) {
+    const auto& tokens = config_.tokens;
+    for (size_t id = 0; id < tokens.size(); ++id) {
+      std::string_view t = tokens[id];
+      if (t.empty()) continue;
+      auto tid = static_cast<TokenId>(id);
+      vocab_.insert(t, tid);  // a duplicate's later id wins, as in HF's load_vocab
+      max_initial_bytes_ = std::max(max_initial_bytes_, t.size());
+      if (!config_.prefix.empty() && t.size() > config_.prefix.size() && t.starts_with(config_.prefix)) {
+        continuation_.insert(t.substr(config_.prefix.size()), tid);
+        max_continuation_bytes_ = std::max(max_continuation_bytes_, t.size() - config_.prefix.size());
+      }
+    }
+    unk_id_ = vocab_.find(config_.unk_token);
+    if (unk_id_ < 0)
+      throw Error(Where{config_.source}, cat("the vocabulary has no unknown token \"", config_.unk_token, "\""));
+    for (const char* role : {"pad", "unk", "cls", "sep", "mask"}) {
+      std::string name = std::string(role) == "unk" ? config_.unk_token : cat("[", upper(role), "]");
+      TokenId id = vocab_.find(name);
+      if (id >= 0) special_ids_[role] = id;
+    }
+    // Longest first, so that the first match at a position is HF's leftmost-longest one.
+    std::stable_sort(config_.added.begin(), config_.added.end(),
+                     [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+    for (const AddedToken& a : config_.added) {
+      if (a.content.empty()) continue;
+      added_first_byte_[static_cast<unsigned char>(a.content[0])] = true;
+      if (a.special) special_set_.push_back(a.id);
+    }
+  }
+
+  std::string_view kind() const override { return "wordpiece"; }
+
+  void encode_into(std::string_view text, std::vector<TokenId>& ids) const override {
+    thread_local Scratch scratch;
+    if (!is_valid_utf8(text)) {
+      scratch.repaired.clear();
+      append_repaired_utf8(text, scratch.repaired);
+      text = scratch.repaired;
+    }
+    // Added tokens first, on the raw text; the pieces between go through the pipeline.
+    size_t piece = 0;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (!added_first_byte_[static_cast<unsigned char>(text[i])]) continue;
+      const AddedToken* match = match_added(text, i);
+      if (!match) continue;
+      encode_plain(text.substr(piece, i - piece), scratch.words, ids);
+      ids.push_back(match->id);
+      i += match->content.size() - 1;
+      piece = i + 1;
+    }
+    encode_plain(text.substr(piece), scratch.words, ids);
+  }
+
+  void tokenize_into(std::string_view text, std::vector<std::string>& tokens) const override {
+    std::vector<TokenId> ids;
+    encode_into(text, ids);
+    for (TokenId id : ids) tokens.push_back(config_.tokens[static_cast<size_t>(id)]);
+  }
+
+  // BertProcessing: [CLS] a [SEP], or [CLS] a [SEP] b [SEP].
+  std::vector<TokenId> post_process(std::span<const TokenId> a, const std::span<const TokenId>* b) const override {
+    auto cls = special_ids_.find("cls"), sep = special_ids_.find("sep");
+    if (cls == special_ids_.end() || sep == special_ids_.end())
+      throw UsageError(Where{config_.source}, "the vocabulary has no [CLS] or no [SEP] token to add");
+    std::vector<TokenId> out;
+    out.reserve(a.size() + (b ? b->size() : 0) + 3);
+    out.push_back(cls->second);
+    out.insert(out.end(), a.begin(), a.end());
+    out.push_back(sep->second);
+    if (b) {
+      out.insert(out.end(), b->begin(), b->end());
+      out.push_back(sep->second);
+    }
+    return out;
+  }
+
+  // HF's WordPiece decoder (join, "##" glues, per-token cleanup), then transformers'
+  // clean_up_tokenization over the whole text (BERT's clean_up_tokenization_spaces=True).
+  std::string decode(std::span<const TokenId> ids, bool skip_special_tokens) const override {
+    std::string out;
+    bool first = true;
+    for (TokenId id : ids) {
+      if (id < 0 || static_cast<size_t>(id) >= config_.tokens.size())
+        throw UsageError(Where{config_.source}, cat("token id ", id, " is outside the vocabulary (size ",
+                                                    config_.tokens.size(), ")"));
+      if (skip_special_tokens && is_special_id(id)) continue;
+      std::string token = config_.tokens[static_cast<size_t>(id)];
+      if (!first) {
+        if (!config_.prefix.empty() && token.starts_with(config_.prefix))
+          token.erase(0, config_.prefix.size());
+        else
+          token.insert(0, " ");
+      }
+      first = false;
+      out += cleanup(std::move(token), true);
+    }
+    return cleanup(std::move(out), false);
+  }
+
+  std::optional<TokenId> token_to_id(std::string_view token) const override {
+    TokenId id = vocab_.find(token);
+    if (id >= 0) return id;
+    for (const AddedToken& a : config_.added)
+      if (a.content == token) return a.id;
+    return std::nullopt;
+  }
+
+  std::string id_to_token(TokenId id) const override {
+    if (id < 0 || static_cast<size_t>(id) >= config_.tokens.size())
+      throw UsageError(Where{config_.source},
+                       cat("token id ", id, " is outside the vocabulary (size ", config_.tokens.size(), ")"));
+    return config_.tokens[static_cast<size_t>(id)];
+  }
+
+  int64_t vocab_size() const override { return static_cast<int64_t>(config_.tokens.size()); }
+  std::map<std::string, TokenId> special_ids() const override { return special_ids_; }
+
+ private:
+  static std::string upper(std::string s) {
+    for (char& c : s) c = static_cast<char>(c - 'a' + 'A');
+    return s;
+  }
+
+  bool is_special_id(TokenId id) const {
+    for (const auto& [role, s] : special_ids_)
+      if (s == id) return true;
+    return std::find(special_set_.begin(), special_set_.end(), id) != special_set_.end();
+  }
+
+  // HF's single_word: the match must not touch a word character on either side.
+  static bool is_word_char_before(std::string_view text, size_t i) {
+    if (i == 0) return false;
+    size_t k = i - 1;
+    while (k > 0 && (static_cast<unsigned char>(text[k]) & 0xC0) == 0x80) --k;
+    auto step = decode_utf8(reinterpret_cast<const uint8_t*>(text.data()) + k,
+                            reinterpret_cast<const uint8_t*>(text.data()) + text.size());
+    return u_isalnum(static_cast<UChar32>(step.code_point)) || step.code_point == '_';
+  }
+  static bool is_word_char_at(std::string_view text, size_t i) {
+    if (i >= text.size()) return false;
+    auto step = decode_utf8(reinterpret_cast<const uint8_t*>(text.data()) + i,
+                            reinterpret_cast<const uint8_t*>(text.data()) + text.size());
+    return u_isalnum(static_cast<UChar32>(step.code_point)) || step.code_point == '_';
+  }
+
+  const AddedToken* match_added(std::string_view text, size_t i) const {
+    for (const AddedToken& a : config_.added) {
+      if (a.content.empty() || text.compare(i, a.content.size(), a.content) != 0) continue;
+      if (a.single_word && (is_word_char_before(text, i) || is_word_char_at(text, i + a.content.size()))) continue;
+      return &a;
+    }
+    return nullptr;
+  }
+
+  void encode_plain(std::string_view text, BertWords& words, std::vector<TokenId>& ids) const {
+    if (text.empty()) return;
+    words.clear();
+    pre_tokenizer_.run(text, words);
+    for (size_t w = 0; w < words.size(); ++w) word_piece(words[w], words.words[w].chars, ids);
+  }
+
+  // The WordPiece model: the whole word if the vocabulary has it, else greedy longest-match-first
+  // from the left, continuations looked up without their "##" (no string is built per lookup);
+  // [UNK] for the whole word when a piece has no match or the word is too long.
+  void word_piece(std::string_view word, uint32_t chars, std::vector<TokenId>& ids) const {
+    if (chars > static_cast<uint32_t>(config_.max_chars)) {
+      ids.push_back(unk_id_);
+      return;
+    }
+    TokenId whole = vocab_.find(word);
+    if (whole >= 0) {
+      ids.push_back(whole);
+      return;
+    }
+    const size_t mark = ids.size();
+    size_t start = 0;
+    while (start < word.size()) {
+      const bool initial = start == 0;
+      const TokenTable& table = initial || config_.prefix.empty() ? vocab_ : continuation_;
+      size_t end = std::min(word.size(), start + (initial ? max_initial_bytes_ : max_continuation_bytes_));
+      TokenId found = -1;
+      for (;; --end) {
+        while (end > start && end < word.size() && (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80) --end;
+        if (end <= start) break;
+        found = table.find(word.substr(start, end - start));
+        if (found >= 0) break;
+      }
+      if (found < 0) {
+        ids.resize(mark);
+        ids.push_back(unk_id_);
+        return;
+      }
+      ids.push_back(found);
+      start = end;
+    }
+  }
+
+  static void replace_all(std::string& s, std::string_view from, std::string_view to) {
+    for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+  }
+  // The decoder's per-token cleanup has " do not" → " don't"; transformers' whole-text one does not.
+  static std::string cleanup(std::string s, bool decoder) {
+    if (s.find_first_of(" ") == std::string::npos) return s;
+    replace_all(s, " .", ".");
+    replace_all(s, " ?", "?");
+    replace_all(s, " !", "!");
+    replace_all(s, " ,", ",");
+    replace_all(s, " ' ", "'");
+    replace_all(s, " n't", "n't");
+    replace_all(s, " 'm", "'m");
+    if (decoder) replace_all(s, " do not", " don't");
+    replace_all(s, " 's", "'s");
+    replace_all(s, " 've", "'ve");
+    replace_all(s, " 're", "'re");
+    return s;
+  }
+
+  WordPieceConfig config_;
+  BertPreTokenizer pre_tokenizer_;
+  TokenTable vocab_;         // every token
+  TokenTable continuation_;  // "##" tokens, keyed without the "##"
+  size_t max_initial_bytes_ = 0, max_continuation_bytes_ = 0;
+  TokenId unk_id_ = -1;
+  std::map<std::string, TokenId> special_ids_;
+  std::vector<TokenId> special_set_;  // added tokens marked special
+  bool added_first_byte_[256] = {};
+};
+
+// True when lowercasing would change some entry: a cased vocabulary. Bracketed entries ([UNK],
+// [unused0], <S>) are markup, not text.
+bool vocab_has_uppercase(const std::vector<std::string>& tokens) {
+  for (const std::string& t : tokens) {
+    if (t.size() >= 2 && ((t.front() == '[' && t.back() == ']') || (t.front() == '<' && t.back() == '>'))) continue;
+    const auto* p = reinterpret_cast<const uint8_t*>(t.data());
+    const auto* end = p + t.size();
+    while (p < end) {
+      Utf8Step step = decode_utf8(p, end);
+      p += step.length;
+      if (step.valid && u_hasBinaryProperty(static_cast<UChar32>(step.code_point), UCHAR_CHANGES_WHEN_LOWERCASED))
+        return true;
+    }
+  }
+  return false;
 }
+
+// The options override what the vocabulary or tokenizer.json says.
+void apply_options(WordPieceConfig& config, const TokenizerOptions& options, std::optional<bool> json_lowercase,
+                   std::optional<bool> json_strip_accents) {
+  auto& n = config.normalizer;
+  n.lowercase = options.lowercase ? *options.lowercase
+                : json_lowercase  ? *json_lowercase
+                                  : !vocab_has_uppercase(config.tokens);
+  std::optional<bool> strip = options.strip_accents ? options.strip_accents : json_strip_accents;
+  n.strip_accents = strip ? *strip : n.lowercase;
+  n.python_compat = options.python_compat;
+  if (!options.split_cjk) n.handle_chinese_chars = false;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> make_wordpiece_tokenizer(const std::string& vocab_path, const TokenizerOptions& options) {
+  WordPieceConfig config;
+  config.source = vocab_path;
+  std::string text = read_file(vocab_path);
+  if (text.empty()) throw Error(Where{vocab_path}, "empty vocabulary (expected one token per line)");
+  // One token per line; id = line index. Python's universal newlines (HF's load_vocab opens the
+  // file as text) end a line at \n, \r\n or \r, and rstrip("\n") keeps everything else.
+  size_t line_start = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size() && text[i] != '\n' && text[i] != '\r') continue;
+    if (i == text.size() && line_start == text.size()) break;  // no token after the last newline
+    std::string token = text.substr(line_start, i - line_start);
+    const auto line = static_cast<int64_t>(config.tokens.size() + 1);
+    if (!is_valid_utf8(token))
+      throw Error(Where::at_line(vocab_path, line), "the vocabulary entry is not valid UTF-8");
+    config.tokens.push_back(std::move(token));
+    if (i + 1 < text.size() && text[i] == '\r' && text[i + 1] == '\n') ++i;
+    line_start = i + 1;
+  }
+  config.max_chars = options.max_input_chars_per_word;
+  for (const char* s : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}) {
+    auto it = std::find(config.tokens.rbegin(), config.tokens.rend(), s);  // the id HF's dict keeps
+    if (it != config.tokens.rend())
+      config.added.push_back({s, static_cast<TokenId>(config.tokens.rend() - it - 1), true, false});
+  }
+  apply_options(config, options, std::nullopt, std::nullopt);
+  return std::make_unique<WordPieceTokenizer>(std::move(config));
+}
+
+std::unique_ptr<Tokenizer> make_wordpiece_tokenizer_from_hf(const nlohmann::json& j, const std::string& source,
+                                                            const TokenizerOptions& options) {
+  WordPieceConfig config;
+  config.source = source;
+  try {
+    const auto& model = j.at("model");
+    for (const auto& [token, id_json] : model.at("vocab").items()) {
+      auto id = id_json.get<int64_t>();
+      if (id < 0 || id > (1 << 30)) throw Error(Where{source}, cat("vocab id ", id, " of \"", token, "\" is out of range"));
+      if (static_cast<size_t>(id) >= config.tokens.size()) config.tokens.resize(static_cast<size_t>(id) + 1);
+      config.tokens[static_cast<size_t>(id)] = token;
+    }
+    if (config.tokens.empty()) throw Error(Where{source}, "the WordPiece vocab is empty");
+    config.unk_token = model.value("unk_token", "[UNK]");
+    config.prefix = model.value("continuing_subword_prefix", "##");
+    config.max_chars = options.max_input_chars_per_word != 100 ? options.max_input_chars_per_word
+                                                                : model.value("max_input_chars_per_word", 100);
+    std::optional<bool> lowercase, strip_accents;
+    const auto& norm = j.contains("normalizer") ? j["normalizer"] : nlohmann::json();
+    if (norm.is_object()) {
+      if (norm.value("type", "") != "BertNormalizer")
+        throw Error(Where{source}, cat("expected a BertNormalizer for a WordPiece model, found \"",
+                                       norm.value("type", ""), "\""));
+      config.normalizer.clean_text = norm.value("clean_text", true);
+      config.normalizer.handle_chinese_chars = norm.value("handle_chinese_chars", true);
+      lowercase = norm.value("lowercase", true);
+      if (norm.contains("strip_accents") && norm["strip_accents"].is_boolean())
+        strip_accents = norm["strip_accents"].get<bool>();
+    } else {  // no normalizer: nothing changes the text (the pre-tokenizer still splits)
+      config.normalizer.clean_text = config.normalizer.handle_chinese_chars = false;
+      lowercase = strip_accents = false;
+    }
+    if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
+      for (const auto& a : j["added_tokens"]) {
+        AddedToken t{a.at("content").get<std::string>(), a.at("id").get<TokenId>(), a.value("special", false),
+                     a.value("single_word", false)};
+        if (t.id < 0) throw Error(Where{source}, cat("added token \"", t.content, "\" has a negative id"));
+        if (static_cast<size_t>(t.id) >= config.tokens.size()) config.tokens.resize(static_cast<size_t>(t.id) + 1);
+        if (config.tokens[static_cast<size_t>(t.id)].empty()) config.tokens[static_cast<size_t>(t.id)] = t.content;
+        config.added.push_back(std::move(t));
+      }
+    }
+    apply_options(config, options, lowercase, strip_accents);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(Where{source}, cat("malformed WordPiece tokenizer.json: ", e.what()));
+  }
+  return std::make_unique<WordPieceTokenizer>(std::move(config));
+}
+
 }  // namespace pretrain

@@ -1,0 +1,36 @@
+// Character classes for BERT's basic tokenizer, one byte of flags per code point, built from ICU
+// once per process. Two rule sets, because HF's two tokenizers disagree:
+//
+//   fast (HF tokenizers, Rust): control = Cc, Co, Cs and Cf as of Unicode 8.0 (the
+//     unicode_categories crate HF uses is Unicode 8.0: newer Cf characters are kept, newer
+//     punctuation is not split off, newer Mn marks survive strip_accents); whitespace = Rust's
+//     char::is_whitespace (White_Space); CJK = the fast normalizer's ranges (no U+2B820..2B91F).
+//   python (Google's tokenization.py, HF's slow BertTokenizer): control = Cc and Cf; whitespace =
+//     ' ', \t, \n, \r and Zs; CJK adds U+2B820..U+2B91F; punctuation and Mn as today's Unicode.
+//
+// Both: punctuation = ASCII 33–47, 58–64, 91–96, 123–126 or a P* category.
+#pragma once
+#include <cstdint>
+
+namespace pretrain {
+
+enum BertCharFlag : uint8_t {
+  kBertDrop = 1,          // clean_text removes it (also NUL and U+FFFD)
+  kBertSpace = 2,         // clean_text turns it into ' '; the pre-tokenizer splits at it
+  kBertCjk = 4,           // handle_chinese_chars puts spaces around it
+  kBertPunct = 8,         // the pre-tokenizer makes it a word of its own
+  kBertMn = 16,           // strip_accents drops it (after NFD)
+  kBertNfdInert = 32,     // NFD leaves it alone in any context: no decomposition, combining class 0
+  kBertLowerChanges = 64  // full lowercase mapping changes it
+};
+
+inline constexpr char32_t kBertCodePoints = 0x110000;
+
+// flags[cp] for cp < kBertCodePoints; the table lives for the whole process.
+const uint8_t* bert_char_flags(bool python_rules);
+
+// Rust's char::to_lowercase: the full, context-free lowercase mapping (U+0130 'İ' → "i̇", the only
+// unconditional one-to-many mapping; Σ always → σ). Writes 1 or 2 code points, returns the count.
+int bert_lowercase(char32_t cp, char32_t out[2]);
+
+}  // namespace pretrain
