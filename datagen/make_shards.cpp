@@ -42,7 +42,8 @@ nlohmann::json MakeShardsStats::to_json(int seq_len) const {
                       {"valid_instances", valid_instances},
                       {"instance_tokens", instance_tokens},
                       {"shards", shards},
-                      {"seconds", seconds}};
+                      {"seconds", seconds},
+                      {"stage_seconds", {{"tokenize", tokenize_seconds}, {"instances", instances_seconds}, {"write", write_seconds}}}};
   if (predictions) {
     const uint64_t all = instances + valid_instances;
     j["predictions"] = predictions;
@@ -454,6 +455,7 @@ void bert_counter_split(const MakeShardsOptions& o, const Tokenizer& tok, const 
     } catch (const std::exception&) {
     }
   }
+  const auto t_spill = std::chrono::steady_clock::now();
   if (!spilled) {
     std::filesystem::remove_all(spill_dir);
     make_dirs(spill_dir);
@@ -529,6 +531,8 @@ void bert_counter_split(const MakeShardsOptions& o, const Tokenizer& tok, const 
     write_file_atomic(spill_meta, nlohmann::json({{"key", key}, {"counts", counts}}).dump() + "\n");
   }
 
+  stats.instances_seconds += seconds_since(t_spill);
+  const auto t_write = std::chrono::steady_clock::now();
   const uint64_t total = std::accumulate(counts.begin(), counts.end(), uint64_t{0});
   (valid ? stats.valid_instances : stats.instances) += total;
   ShardSeries series(split_dir(o, valid), ".hdf5", base_manifest(o, tok, key, kFormatBertHdf5),
@@ -558,6 +562,7 @@ void bert_counter_split(const MakeShardsOptions& o, const Tokenizer& tok, const 
   filler.finish();
   progress.finish();
   stats.shards += series.count();
+  stats.write_seconds += seconds_since(t_write);
   series.finish(stats.to_json(o.bert.seq_len));
 }
 
@@ -571,7 +576,10 @@ void bert_python(const MakeShardsOptions& o, const Tokenizer& tok, const BertMas
       corpus.documents[d].emplace_back(s.begin(), s.end());
     }
   log_info("--rng python: building instances sequentially, as create_pretraining_data.py does");
+  const auto t_instances = std::chrono::steady_clock::now();
   auto instances = create_training_instances_python(corpus, o.bert, vocab, o.dupe_factor, int64_t(o.seed));
+  stats.instances_seconds = seconds_since(t_instances);
+  const auto t_write = std::chrono::steady_clock::now();
   stats.instances = instances.size();
   stats.train_documents = store.num_documents();
   ShardSeries series(split_dir(o, false), ".hdf5", base_manifest(o, tok, key, kFormatBertHdf5),
@@ -583,6 +591,7 @@ void bert_python(const MakeShardsOptions& o, const Tokenizer& tok, const BertMas
   }
   filler.finish();
   stats.shards = series.count();
+  stats.write_seconds = seconds_since(t_write);
   series.finish(stats.to_json(o.bert.seq_len));
 }
 
@@ -602,6 +611,7 @@ void gpt_split(const MakeShardsOptions& o, const Tokenizer& tok, const TokenStor
   ShardSeries series(split_dir(o, valid), megatron ? ".bin" : ".llmc.bin",
                      base_manifest(o, tok, key, megatron ? kFormatMegatron : kFormatLlmc), sizes, o.resume,
                      o.stop_after_shards);
+  const auto t_write = std::chrono::steady_clock::now();
   const MegatronDType dtype = megatron_optimal_dtype(tok.vocab_size());
   const LlmcFormat llmc_format = tok.vocab_size() <= 65536 ? LlmcFormat::gpt2 : LlmcFormat::llama3;
   Progress progress(valid ? "gpt shards (valid)" : "gpt shards", docs.size());
@@ -635,6 +645,7 @@ void gpt_split(const MakeShardsOptions& o, const Tokenizer& tok, const TokenStor
   }
   progress.finish();
   stats.shards += series.count();
+  stats.write_seconds += seconds_since(t_write);
   series.finish(stats.to_json(0));
 }
 
@@ -673,7 +684,9 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
   if (o.resume && TokenStore::complete(store_dir, skey)) {
     log_info("--resume: the token store is complete; not tokenizing again");
   } else {
+    const auto t_tok = std::chrono::steady_clock::now();
     tokenize_to_store(o, *tok, reader, store_dir, skey);
+    stats.tokenize_seconds = seconds_since(t_tok);
   }
   TokenStore store(store_dir);
   stats.documents = store.num_documents();

@@ -68,6 +68,9 @@ struct MakeShardsStats {
   std::vector<uint64_t> length_histogram;             // bert: instances per length bin (seq_len/16 wide)
   uint64_t shards = 0;
   double seconds = 0;
+  // Wall time per stage: tokenize (incl. sentence splitting), instances (bert: generate and spill),
+  // write (bert: shuffle buckets and write shards; gpt: write shards).
+  double tokenize_seconds = 0, instances_seconds = 0, write_seconds = 0;
   nlohmann::json to_json(int seq_len) const;          // with the derived shares
 };
 
