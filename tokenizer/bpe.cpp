@@ -143,6 +143,7 @@ class BpeTokenizer final : public Tokenizer {
         cache_words_(options.bpe_cache_words),
         instance_(next_instance_++),
         whole_words_(SIZE_MAX) {
+    merges_->finish();
     vocab_size_ = static_cast<int64_t>(tokens_.size());
     for (const auto& a : added_) vocab_size_ = std::max<int64_t>(vocab_size_, int64_t{a.id} + 1);
     id_bytes_.resize(static_cast<size_t>(vocab_size_));
@@ -204,11 +205,11 @@ class BpeTokenizer final : public Tokenizer {
   std::map<std::string, TokenId> special_ids() const override { return special_ids_; }
 
   // The model step alone, for the tests.
-  std::vector<TokenId> merge_word(std::string_view word, bool reference) const {
+  std::vector<TokenId> merge_word(std::string_view word, BpeMergeAlgorithm algorithm) const {
     if (word.empty()) return {};
-    if (reference) return merges_->reference_merge(word);
+    if (algorithm == BpeMergeAlgorithm::reference) return merges_->reference_merge(word);
     std::vector<TokenId> ids;
-    merges_->merge(word, ids);
+    merges_->merge(word, ids, static_cast<BpeMerges::Algorithm>(algorithm));
     return ids;
   }
 
@@ -460,10 +461,10 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_hf(const nlohmann::json& j, c
   return std::make_unique<BpeTokenizer>(std::move(spec), options);
 }
 
-std::vector<TokenId> bpe_merge_word(const Tokenizer& tokenizer, std::string_view word, bool reference) {
+std::vector<TokenId> bpe_merge_word(const Tokenizer& tokenizer, std::string_view word, BpeMergeAlgorithm algorithm) {
   const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tokenizer);
   if (!bpe) throw UsageError("bpe_merge_word needs a byte-level BPE tokenizer");
-  return bpe->merge_word(word, reference);
+  return bpe->merge_word(word, algorithm);
 }
 
 }  // namespace pretrain

@@ -18,8 +18,11 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(const std::string& vocab_json, con
 std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_hf(const nlohmann::json& tokenizer_json, const std::string& source,
                                                       const TokenizerOptions& options);
 
-// For the tests: the model step alone on one pre-token's raw bytes, by the fast path or by the
-// naive reference implementation. `tokenizer` must come from one of the two functions above.
-std::vector<TokenId> bpe_merge_word(const Tokenizer& tokenizer, std::string_view word, bool reference);
+// For the tests: the model step alone on one pre-token's raw bytes, by the algorithm the fast path
+// picks for its length, by one of its three algorithms, or by the naive reference implementation.
+// `tokenizer` must come from one of the two functions above.
+enum class BpeMergeAlgorithm { by_length, scan, heap, buckets, reference };
+std::vector<TokenId> bpe_merge_word(const Tokenizer& tokenizer, std::string_view word,
+                                    BpeMergeAlgorithm algorithm = BpeMergeAlgorithm::by_length);
 
 }  // namespace pretrain

@@ -9,6 +9,10 @@ namespace {
 // Words up to this many bytes use the plain scan (like tiktoken's byte_pair_merge): for the short
 // words that make up real text it beats a heap; longer ones go through the heap.
 constexpr size_t kShortWord = 64;
+// Words past this many bytes use a bucket per rank instead of the heap: with millions of symbols
+// the heap's cache misses dominate, while buckets are visited in rank order and mostly filled in
+// position order.
+constexpr size_t kHugeWord = 1 << 14;
 
 // Per-thread scratch, reused by every word this thread merges.
 struct Scratch {
@@ -16,6 +20,7 @@ struct Scratch {
   std::vector<const BpeMerges::Slot*> pairs;  // short words: the slot of (symbols[k], symbols[k+1])
   std::vector<int32_t> prev, next;  // long words: the linked list
   std::vector<uint64_t> heap;       // long words: rank << 32 | position, smallest first
+  std::vector<std::vector<int32_t>> buckets;  // huge words: positions by pair rank
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -57,14 +62,37 @@ void BpeMerges::add(TokenId left, TokenId right, TokenId merged) {
   ++count_;
 }
 
-void BpeMerges::merge(std::string_view word, std::vector<TokenId>& out) const {
+void BpeMerges::merge(std::string_view word, std::vector<TokenId>& out, Algorithm algorithm) const {
   Scratch& s = scratch();
   s.symbols.clear();
   for (unsigned char b : word) s.symbols.push_back(byte_ids_[b]);
-  if (s.symbols.size() <= kShortWord)
+  if (algorithm == Algorithm::by_length)
+    algorithm = s.symbols.size() <= kShortWord ? Algorithm::scan
+                : s.symbols.size() <= kHugeWord ? Algorithm::heap
+                                                : Algorithm::buckets;
+  if (algorithm == Algorithm::buckets && !parts_rank_first_) algorithm = Algorithm::heap;
+  if (algorithm == Algorithm::scan)
     merge_short(s.symbols, out);
-  else
+  else if (algorithm == Algorithm::heap)
     merge_long(s.symbols, out);
+  else
+    merge_huge(s.symbols, out);
+}
+
+void BpeMerges::finish() {
+  // made_at[t]: the highest rank of a merge that makes token t (-1: only a byte token or none).
+  TokenId max_id = 0;
+  for (const Rule& r : merge_list_) max_id = std::max({max_id, r.left, r.right, r.merged});
+  std::vector<int32_t> made_at(static_cast<size_t>(max_id) + 1, -1);
+  auto effective = [&](size_t rank) { return rank_of(merge_list_[rank].left, merge_list_[rank].right) == static_cast<int32_t>(rank); };
+  for (size_t r = 0; r < merge_list_.size(); ++r)
+    if (effective(r)) made_at[merge_list_[r].merged] = static_cast<int32_t>(r);
+  parts_rank_first_ = true;
+  for (size_t r = 0; r < merge_list_.size(); ++r) {
+    const Rule& m = merge_list_[r];
+    if (effective(r) && (made_at[m.left] >= static_cast<int32_t>(r) || made_at[m.right] >= static_cast<int32_t>(r)))
+      parts_rank_first_ = false;
+  }
 }
 
 // Find the lowest-ranked pair (leftmost among equals), merge it, update the two pairs around it,
@@ -130,6 +158,48 @@ void BpeMerges::merge_long(std::vector<TokenId>& symbols, std::vector<TokenId>& 
     s.prev[right] = -2;  // dead
     if (s.prev[pos] >= 0) push(s.prev[pos]);
     if (s.next[pos] >= 0) push(pos);
+  }
+  for (int32_t k = 0; k >= 0; k = s.next[k]) out.push_back(symbols[k]);
+}
+
+// The heap's order of merges with a bucket queue: when every merge ranks after the merges making
+// its parts, a merge at rank r only creates pairs of higher rank, so the ranks can be visited in
+// increasing order, each bucket once, its positions in increasing order (leftmost first).
+void BpeMerges::merge_huge(std::vector<TokenId>& symbols, std::vector<TokenId>& out) const {
+  Scratch& s = scratch();
+  const size_t n = symbols.size();
+  s.prev.resize(n);
+  s.next.resize(n);
+  if (s.buckets.size() < static_cast<size_t>(next_rank_)) s.buckets.resize(next_rank_);
+  for (size_t k = 0; k < n; ++k) {
+    s.prev[k] = static_cast<int32_t>(k) - 1;
+    s.next[k] = k + 1 < n ? static_cast<int32_t>(k + 1) : -1;
+  }
+  int32_t lowest = kNoRank;
+  auto push = [&](int32_t pos) {
+    int32_t r = rank_of(symbols[pos], symbols[s.next[pos]]);
+    if (r == kNoRank) return;
+    s.buckets[r].push_back(pos);
+    lowest = std::min(lowest, r);
+  };
+  for (size_t k = 0; k + 1 < n; ++k) push(static_cast<int32_t>(k));
+  for (int32_t rank = lowest; rank < next_rank_; ++rank) {
+    std::vector<int32_t>& bucket = s.buckets[rank];
+    if (bucket.empty()) continue;
+    if (!std::is_sorted(bucket.begin(), bucket.end())) std::sort(bucket.begin(), bucket.end());
+    for (int32_t pos : bucket) {  // merging at `rank` only pushes to higher ranks: no reallocation here
+      int32_t right = s.next[pos];
+      if (right < 0 || s.prev[pos] == -2) continue;
+      const Slot* slot = find(symbols[pos], symbols[right]);
+      if (!slot || slot->rank != rank) continue;
+      symbols[pos] = slot->merged;
+      s.next[pos] = s.next[right];
+      if (s.next[right] >= 0) s.prev[s.next[right]] = pos;
+      s.prev[right] = -2;
+      if (s.prev[pos] >= 0) push(s.prev[pos]);
+      if (s.next[pos] >= 0) push(pos);
+    }
+    bucket.clear();
   }
   for (int32_t k = 0; k >= 0; k = s.next[k]) out.push_back(symbols[k]);
 }

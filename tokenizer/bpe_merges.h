@@ -4,9 +4,10 @@
 //
 // Two implementations of the same function:
 //   merge()            — the fast one: ids from a (left id, right id) → (rank, merged id) hash
-//                        table, a linear scan for short words and a heap over a linked list for
-//                        long ones (O(n log n): a 10 MB word with no spaces stays tractable),
-//                        scratch buffers reused per thread (no allocation per word).
+//                        table, a linear scan for short words, a heap over a linked list for
+//                        long ones (O(n log n)), and one bucket of positions per rank for huge
+//                        ones (a 10 MB word with no spaces takes about a second); scratch buffers
+//                        reused per thread (no allocation per word).
 //   reference_merge()  — the naive one over std::string symbols, for the tests to check the fast
 //                        one against.
 #pragma once
@@ -34,11 +35,16 @@ class BpeMerges {
   // Appends merge number `rank` (ranks are given in increasing order). A pair given twice keeps
   // the later rank and result, as HF's and GPT-2's loaders (a dict built in order) do.
   void add(TokenId left, TokenId right, TokenId merged);
+  // Call once all merges are added: checks whether every merge ranks after the merges that make
+  // its parts (true of GPT-2's and of any learned merge list); huge words rely on it.
+  void finish();
   size_t size() const { return count_; }
   TokenId byte_id(unsigned char b) const { return byte_ids_[b]; }
 
-  // Appends the ids of `word` (raw bytes, non-empty) to out.
-  void merge(std::string_view word, std::vector<TokenId>& out) const;
+  // Appends the ids of `word` (raw bytes, non-empty) to out. The algorithm is picked by length
+  // unless a test asks for one (buckets only when finish() found the ranks ordered).
+  enum class Algorithm { by_length, scan, heap, buckets };
+  void merge(std::string_view word, std::vector<TokenId>& out, Algorithm algorithm = Algorithm::by_length) const;
   std::vector<TokenId> reference_merge(std::string_view word) const;
 
   struct Slot {
@@ -71,6 +77,7 @@ class BpeMerges {
   void grow();
   void merge_short(std::vector<TokenId>& symbols, std::vector<TokenId>& out) const;
   void merge_long(std::vector<TokenId>& symbols, std::vector<TokenId>& out) const;
+  void merge_huge(std::vector<TokenId>& symbols, std::vector<TokenId>& out) const;
 
   std::array<TokenId, 256> byte_ids_;
   std::vector<std::string> token_bytes_;
@@ -78,6 +85,7 @@ class BpeMerges {
   unsigned shift_ = 64;
   size_t count_ = 0;
   int32_t next_rank_ = 0;
+  bool parts_rank_first_ = false;  // see finish()
 
   // The merges in rank order, and the reference's own tables built from them on first use.
   struct Rule {

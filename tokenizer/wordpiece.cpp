@@ -23,58 +23,61 @@
 namespace pretrain {
 namespace {
 
-uint64_t hash_bytes(const char* p, size_t n) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
-  while (n >= 8) {
-    uint64_t v;
-    std::memcpy(&v, p, 8);
-    h = (h ^ v) * 0xFF51AFD7ED558CCDull;
-    h ^= h >> 29;
-    p += 8;
-    n -= 8;
+// A key's first 16 bytes, zero-padded, and its hash. Nearly every token is at most 16 bytes, so a
+// lookup compares two words held in the slot and never touches the token's string.
+struct Key {
+  uint64_t a = 0, b = 0, hash;
+  explicit Key(std::string_view k) {
+    const size_t n = k.size();
+    std::memcpy(&a, k.data(), std::min<size_t>(n, 8));
+    if (n > 8) std::memcpy(&b, k.data() + 8, std::min<size_t>(n - 8, 8));
+    uint64_t h = (a ^ (n * 0x9E3779B97F4A7C15ull)) * 0xFF51AFD7ED558CCDull;
+    h = (h ^ (h >> 29) ^ b) * 0xC4CEB9FE1A85EC53ull;
+    for (size_t i = 16; i < n; i += 8) {  // the rest, for long keys
+      uint64_t v = 0;
+      std::memcpy(&v, k.data() + i, std::min<size_t>(n - i, 8));
+      h = (h ^ (h >> 29) ^ v) * 0xFF51AFD7ED558CCDull;
+    }
+    hash = h ^ (h >> 32);
   }
-  if (n) {
-    uint64_t v = 0;
-    std::memcpy(&v, p, n);
-    h = (h ^ v) * 0xC4CEB9FE1A85EC53ull;
-  }
-  h ^= h >> 32;
-  h *= 0xFF51AFD7ED558CCDull;
-  h ^= h >> 33;
-  return h;
-}
+};
 
-// string_view → id, open addressing with linear probing at load ≤ 1/2. The keys point into the
+// string_view → id, open addressing with linear probing at load <= 1/2. Long keys point into the
 // tokenizer's token strings, which never change after construction.
 class TokenTable {
  public:
   void insert(std::string_view key, TokenId id) {
     if ((count_ + 1) * 2 > slots_.size()) grow();
-    Slot& s = probe(key, hash_bytes(key.data(), key.size()));
+    Key k(key);
+    Slot& s = probe(k, key);
     if (s.id < 0) ++count_;
-    s = {hash_bytes(key.data(), key.size()), key.data(), static_cast<uint32_t>(key.size()), id};
+    s = {k.hash, k.a, k.b, key.data(), static_cast<uint32_t>(key.size()), id};
   }
   TokenId find(std::string_view key) const {
     if (slots_.empty()) return -1;
-    uint64_t h = hash_bytes(key.data(), key.size());
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+    Key k(key);
+    for (size_t i = k.hash & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.id < 0) return -1;
-      if (s.hash == h && s.size == key.size() && std::memcmp(s.data, key.data(), key.size()) == 0) return s.id;
+      if (s.matches(k, key)) return s.id;
     }
   }
 
  private:
   struct Slot {
-    uint64_t hash = 0;
+    uint64_t hash = 0, a = 0, b = 0;
     const char* data = nullptr;
     uint32_t size = 0;
     TokenId id = -1;
+    bool matches(const Key& k, std::string_view key) const {
+      return hash == k.hash && size == key.size() && a == k.a && b == k.b &&
+             (size <= 16 || std::memcmp(data + 16, key.data() + 16, size - 16) == 0);
+    }
   };
-  Slot& probe(std::string_view key, uint64_t h) {
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+  Slot& probe(const Key& k, std::string_view key) {
+    for (size_t i = k.hash & mask_;; i = (i + 1) & mask_) {
       Slot& s = slots_[i];
-      if (s.id < 0 || (s.hash == h && std::string_view(s.data, s.size) == key)) return s;
+      if (s.id < 0 || s.matches(k, key)) return s;
     }
   }
   void grow() {
@@ -82,7 +85,10 @@ class TokenTable {
     slots_.assign(std::max<size_t>(64, old.size() * 2), Slot{});
     mask_ = slots_.size() - 1;
     for (const Slot& s : old)
-      if (s.id >= 0) probe(std::string_view(s.data, s.size), s.hash) = s;
+      if (s.id >= 0) {
+        std::string_view key(s.data, s.size);
+        probe(Key(key), key) = s;
+      }
   }
   std::vector<Slot> slots_;
   size_t mask_ = 0;

@@ -50,7 +50,7 @@ with open(f"{out}/peer.txt", "w", encoding="utf-8") as pf:
             lines = [l for l in d["text"].split("\n") if l.strip()]
             pf.write("\n".join(lines) + "\n\n")
             size += len(d["text"].encode())
-print(f"# corpus: {n} documents, {size_mb:.0f} MB of text".replace("{size_mb:.0f}", str(mb)), file=sys.stderr)
+print(f"# corpus: {n} documents, {mb} MB of text", file=sys.stderr)
 PY
 results=$dir/results.txt
 : >"$results"
@@ -108,7 +108,7 @@ for model, tokname in (("bert", "wordpiece"), ("gpt", "bpe")):
         print(f"| {model} | {t} | {rate:,.0f} | {inst / secs:,.0f} | {secs:.1f} | {st_tok} / {st_inst} / {st_write} | {rss / 1024:.0f} | {alone:,.0f} | {ratio} | ≥ 0.70 |")
 p, o = rows.get(("bert_python", 1)), rows.get(("ours_on_peer_slice", 1))
 if p and o:
-    print(f"\nGoogle's algorithm in Python (HF fast tokenizer), {sys.argv[2] and ''}same slice, 1 thread: "
+    print(f"\nGoogle's algorithm in Python (HF fast tokenizer), the same text slice, 1 thread: "
           f"{float(p[0]):,.0f} instances/s; ours {float(o[0]):,.0f} instances/s: {float(o[0]) / float(p[0]):.1f}×")
 # Projection: enwiki ≈ 20 GB of text, dupe 5, 16 cores, from the best per-core rates measured.
 t = threads[-1]
