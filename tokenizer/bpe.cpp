@@ -227,18 +227,30 @@ class BpeTokenizer final : public Tokenizer {
       f(text, nullptr);
       return;
     }
+    // next[k]: where added token k occurs next at or after pos (found again only once passed), so
+    // the text is scanned about once per added token, however many occurrences it has.
+    constexpr size_t kNotFound = std::string_view::npos;
+    size_t next_small[4];
+    std::vector<size_t> next_large;
+    size_t* next = next_small;
+    if (added_.size() > std::size(next_small)) {
+      next_large.resize(added_.size());
+      next = next_large.data();
+    }
+    for (size_t k = 0; k < added_.size(); ++k) next[k] = text.find(added_[k].content);
     size_t pos = 0;
     while (pos < text.size()) {
-      size_t best = std::string_view::npos;
+      size_t best = kNotFound;
       const AddedToken* best_token = nullptr;
-      for (const auto& a : added_) {
-        size_t at = text.find(a.content, pos);
-        if (at < best || (at == best && at != std::string_view::npos && a.content.size() > best_token->content.size())) {
+      for (size_t k = 0; k < added_.size(); ++k) {
+        if (next[k] < pos) next[k] = text.find(added_[k].content, pos);
+        size_t at = next[k];
+        if (at < best || (at == best && at != kNotFound && added_[k].content.size() > best_token->content.size())) {
           best = at;
-          best_token = &a;
+          best_token = &added_[k];
         }
       }
-      if (best == std::string_view::npos) break;
+      if (best == kNotFound) break;
       if (best > pos) f(text.substr(pos, best - pos), nullptr);
       f(std::string_view(), best_token);
       pos = best + best_token->content.size();
@@ -355,6 +367,7 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(const std::string& vocab_path, con
                   cat("not valid JSON: ", e.what()));
     }
     if (!j.is_object()) throw Error(Where::at_line(vocab_path, 1), "expected a JSON object of token → id");
+    spec.vocab.reserve(j.size());
     for (const auto& [token, value] : j.items()) add_vocab_entry(spec, token, value, Where{vocab_path});
     start_merges(spec, Where{vocab_path});
   }

@@ -121,6 +121,18 @@ TEST(BpeTiny, MergesByRankLeftmostFirst) {
   }
 }
 
+TEST(BpeTiny, AddedTokensLeftmostLongest) {
+  auto j = tiny_tokenizer_json(false);
+  j["added_tokens"].push_back({{"id", 263}, {"content", "<x>"}, {"special", false}});
+  j["added_tokens"].push_back({{"id", 264}, {"content", "<x>y"}, {"special", true}});
+  auto tok = make_bpe_tokenizer_from_hf(j, "tiny.json", {});
+  EXPECT_EQ(tok->vocab_size(), 265);
+  EXPECT_EQ(tok->encode("a<x>y<x><|endoftext|><x>yb"), (std::vector<TokenId>{'a', 264, 263, 262, 264, 'b'}));
+  EXPECT_EQ(tok->decode(tok->encode("a<x>y<x>"), true), "a<x>");  // only special tokens are skipped
+  EXPECT_EQ(tok->token_to_id("<x>y"), 264);
+  EXPECT_EQ(tok->id_to_token(263), "<x>");
+}
+
 TEST(BpeTiny, ThreadCachesStayPerTokenizer) {
   // Two tokenizers on one thread, alternating, with tiny caches that keep clearing.
   auto big = tiny_tokenizer_json(false);
