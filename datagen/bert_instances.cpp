@@ -135,6 +135,7 @@ void create_instances_from_document(const DocumentCorpus& corpus, size_t documen
     short_target = true;
   }
 
+  bool first = true;
   std::vector<int64_t> chunk;  // sentence indexes
   int64_t current_length = 0;
   Segment a, b;
@@ -151,7 +152,8 @@ void create_instances_from_document(const DocumentCorpus& corpus, size_t documen
 
     b.clear();
     bool is_random_next = false;
-    if (chunk.size() == 1 || rng.random() < 0.5) {
+    const bool forced = chunk.size() == 1;
+    if (forced || rng.random() < 0.5) {
       is_random_next = true;
       const int64_t target_b_length = target_seq_length - static_cast<int64_t>(a.size());
       // Another document, if 10 tries find one (a one-document corpus uses itself).
@@ -176,6 +178,9 @@ void create_instances_from_document(const DocumentCorpus& corpus, size_t documen
     BertInstance inst;
     inst.is_random_next = is_random_next;
     inst.short_target = short_target;
+    inst.forced_random_next = is_random_next && forced;
+    inst.first_of_document = first;
+    first = false;
     inst.tokens.reserve(a.size() + b.size() + 3);
     inst.tokens.push_back(vocab.cls);
     inst.tokens.insert(inst.tokens.end(), a.buffer.begin() + a.begin, a.buffer.begin() + a.end);

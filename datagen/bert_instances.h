@@ -60,7 +60,11 @@ struct BertInstance {
   bool is_random_next = false;
   std::vector<int32_t> masked_lm_positions;  // sorted
   std::vector<TokenId32> masked_lm_labels;   // the original ids at those positions
-  bool short_target = false;                 // the target length was drawn short (statistics)
+  // For statistics: the target length was drawn short; B was random because the chunk had one
+  // sentence (no coin flipped); the first instance of its (document, pass).
+  bool short_target = false;
+  bool forced_random_next = false;
+  bool first_of_document = false;
 
   BertRecord to_record(int seq_len, int max_predictions) const;  // NVIDIA's padding with 0
 };

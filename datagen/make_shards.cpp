@@ -51,8 +51,13 @@ nlohmann::json MakeShardsStats::to_json(int seq_len) const {
     j["mask_share"] = share(masked_as_mask, predictions);
     j["kept_share"] = share(masked_kept, predictions);
     j["random_share"] = share(masked_random, predictions);
+    // Google's algorithm takes a random B always when the chunk is one sentence, and by a fair
+    // coin otherwise: the coin's share is the 50% one; the overall share is higher on corpora of
+    // short documents. Likewise the short target is drawn once per (document, pass).
     j["nsp_random_share"] = share(random_next, all);
-    j["short_target_share"] = share(short_targets, all);
+    j["nsp_coin_random_share"] = share(random_next - forced_random_next, all - forced_random_next);
+    j["short_target_share"] = share(short_document_passes, document_passes);
+    j["short_target_instance_share"] = share(short_target_instances, all);
     j["padding_share"] = 1.0 - share(instance_tokens, all * uint64_t(seq_len));
     j["length_histogram"] = {{"bin_width", std::max(1, seq_len / 16)}, {"counts", length_histogram}};
   }
@@ -283,14 +288,16 @@ std::vector<uint64_t> equal_sizes(uint64_t n, int k) {
 
 // ---------------------------------------------------------------------------------------------
 // BERT instance records in spill files: u16 length, u16 length of [CLS] A [SEP], u8 predictions,
-// u8 flags (1: random next, 2: short target), int32 tokens[length], u16 positions[p], int32 labels[p].
+// u8 flags (1: random next, 2: short target, 4: forced random next, 8: first of its document and
+// pass), int32 tokens[length], u16 positions[p], int32 labels[p].
 
 void serialize(const BertInstance& inst, std::string& out) {
   const uint16_t n = uint16_t(inst.tokens.size());
   uint16_t a_len = 0;
   while (a_len < n && inst.segment_ids[a_len] == 0) ++a_len;
   const uint8_t p = uint8_t(inst.masked_lm_positions.size());
-  const uint8_t flags = uint8_t((inst.is_random_next ? 1 : 0) | (inst.short_target ? 2 : 0));
+  const uint8_t flags = uint8_t((inst.is_random_next ? 1 : 0) | (inst.short_target ? 2 : 0) |
+                                (inst.forced_random_next ? 4 : 0) | (inst.first_of_document ? 8 : 0));
   out.append(reinterpret_cast<const char*>(&n), 2);
   out.append(reinterpret_cast<const char*>(&a_len), 2);
   out.push_back(char(p));
@@ -326,6 +333,8 @@ size_t deserialize(const char* data, size_t size, BertInstance& inst, const std:
   std::memcpy(inst.masked_lm_labels.data(), q + 2 * size_t(p), size_t(p) * 4);
   inst.is_random_next = flags & 1;
   inst.short_target = flags & 2;
+  inst.forced_random_next = flags & 4;
+  inst.first_of_document = flags & 8;
   return total;
 }
 
@@ -342,7 +351,10 @@ void count_instance(const BertInstance& inst, const BertMaskVocab& vocab, int se
       ++s.masked_random;
   }
   s.random_next += inst.is_random_next;
-  s.short_targets += inst.short_target;
+  s.forced_random_next += inst.forced_random_next;
+  s.short_target_instances += inst.short_target;
+  s.document_passes += inst.first_of_document;
+  s.short_document_passes += inst.first_of_document && inst.short_target;
   const size_t width = size_t(std::max(1, seq_len / 16));
   if (s.length_histogram.empty()) s.length_histogram.assign(size_t(seq_len) / width + 1, 0);
   ++s.length_histogram[std::min(s.length_histogram.size() - 1, inst.tokens.size() / width)];

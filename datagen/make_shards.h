@@ -64,7 +64,8 @@ struct MakeShardsStats {
   uint64_t instances = 0, valid_instances = 0;        // bert: instances; gpt: sequences (documents)
   uint64_t instance_tokens = 0;                       // bert: non-padding tokens; gpt: tokens written
   uint64_t predictions = 0, masked_as_mask = 0, masked_kept = 0, masked_random = 0;
-  uint64_t random_next = 0, short_targets = 0;
+  uint64_t random_next = 0, forced_random_next = 0;  // B random; random because the chunk had one sentence
+  uint64_t document_passes = 0, short_document_passes = 0, short_target_instances = 0;
   std::vector<uint64_t> length_histogram;             // bert: instances per length bin (seq_len/16 wide)
   uint64_t shards = 0;
   double seconds = 0;

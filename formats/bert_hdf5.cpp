@@ -272,7 +272,9 @@ struct BertShardWriter::Impl {
     // HDF5 caps a chunk at 4 GiB; stay far below it.
     if (rows_per_chunk > (int64_t{1} << 30) / (seq * 4))
       throw UsageError(where, cat("records_per_chunk ", rows_per_chunk, " makes input_ids chunks over 1 GiB"));
-    generation = static_cast<size_t>(o.in_flight_chunks > 0 ? o.in_flight_chunks : std::max(2, max_threads()));
+    // A fixed generation, not one per thread: the extent grows once per generation, and where HDF5
+    // puts its metadata follows those calls, so the file's bytes would otherwise depend on --threads.
+    generation = static_cast<size_t>(o.in_flight_chunks > 0 ? o.in_flight_chunks : BertShardOptions::kDefaultInFlightChunks);
 
     quiet_hdf5();
     Where tmp{out.tmp_path()};
@@ -286,7 +288,10 @@ struct BertShardWriter::Impl {
       hsize_t chunk[2] = {static_cast<hsize_t>(rows_per_chunk), std::max<hsize_t>(1, dims[1])};
       Hid space = checked(H5Screate_simple(rank, dims, max_dims), H5Sclose, tmp, "cannot create dataspace");
       Hid dcpl = checked(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, tmp, "cannot create property list");
-      if (H5Pset_chunk(dcpl.get(), rank, chunk) < 0 || H5Pset_deflate(dcpl.get(), static_cast<unsigned>(level)) < 0)
+      // No modification times in the object headers (h5py's default too): a shard's bytes must not
+      // depend on when it was written.
+      if (H5Pset_chunk(dcpl.get(), rank, chunk) < 0 || H5Pset_deflate(dcpl.get(), static_cast<unsigned>(level)) < 0 ||
+          H5Pset_obj_track_times(dcpl.get(), false) < 0)
         throw_hdf5(tmp, cat("cannot set chunking/gzip for dataset '", col.name, "'"));
       datasets[c] = checked(H5Dcreate2(file.get(), col.name, file_type(col), space.get(), H5P_DEFAULT, dcpl.get(),
                                        H5P_DEFAULT),

@@ -48,9 +48,11 @@ struct BertShardOptions {
   // about 256 KiB (512 records at seq_len 128); see bert_hdf5.cpp for why.
   int64_t records_per_chunk = 0;
   int gzip_level = 4;  // what NVIDIA's script gets from h5py's compression="gzip"
-  // Chunks compressed concurrently (0: oneTBB's default concurrency). Memory is bounded by
-  // 2 * in_flight chunks whatever N is.
+  // Chunks compressed concurrently (0: kDefaultInFlightChunks, 6 columns each, so 48 deflate tasks
+  // at a time). Memory is bounded by 2 * in_flight chunks whatever N is. The file's bytes depend on
+  // this number (and never on the thread count).
   int in_flight_chunks = 0;
+  static constexpr int kDefaultInFlightChunks = 8;
 };
 
 // Streams records into a shard. Output goes to `path`.tmp-<pid> and appears under `path` only

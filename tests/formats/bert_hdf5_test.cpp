@@ -3,6 +3,10 @@
 #include "formats/bert_hdf5.h"
 
 #include <gtest/gtest.h>
+#include <tbb/global_control.h>
+
+#include <chrono>
+#include <thread>
 
 #include <cstring>
 #include <hdf5.h>
@@ -110,6 +114,27 @@ void expect_reads_back(const std::string& path, const std::vector<BertRecord>& r
         for (int64_t i = 0; i < count; ++i) expect_same(batch.record(i), records[static_cast<size_t>(begin + i)], begin + i);
       }
   }
+}
+
+// The same records give the same file bytes whatever the thread count and the time of writing
+// (make-pretraining-shards promises byte-identical shards at any --threads; HDF5 would otherwise
+// store modification times, which broke that once).
+TEST(BertHdf5, FileBytesDoNotDependOnThreadsOrTime) {
+  pretrain::testing::TempDir dir;
+  std::string bytes[2];
+  for (int threads : {1, 2}) {
+    if (threads == 2) std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
+    const std::string path = dir.file(cat("t", threads, ".hdf5"));
+    std::mt19937 rng(5);
+    BertShardOptions options;
+    options.records_per_chunk = 7;
+    BertShardWriter writer(path, 32, 5, options);
+    for (int i = 0; i < 400; ++i) writer.append(padded(random_record(rng, 32, 5), 32, 5));
+    writer.commit();
+    bytes[threads - 1] = read_file(path);
+  }
+  EXPECT_EQ(bytes[0], bytes[1]);
 }
 
 TEST(BertHdf5, RoundTripAcrossChunksWithPartialLastChunk) {
