@@ -153,6 +153,9 @@ void MappedFile::advise_random() const {
 void MappedFile::advise_sequential() const {
   if (data_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_SEQUENTIAL);
 }
+void MappedFile::release_pages() const {
+  if (data_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+}
 
 bool file_exists(const std::string& path) {
   struct stat st {};

@@ -58,6 +58,9 @@ class MappedFile {
   // Tell the kernel how the map will be read (MADV_RANDOM for random access, …).
   void advise_random() const;
   void advise_sequential() const;
+  // Drops the pages read so far from this process's resident set (they stay in the page cache and
+  // come back on the next touch): a pass over a map larger than memory keeps RSS bounded.
+  void release_pages() const;
 
  private:
   std::string path_;

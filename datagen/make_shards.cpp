@@ -194,6 +194,7 @@ class SplitCorpus final : public DocumentCorpus {
   size_t num_sentences(size_t d) const override { return store_.num_sentences(docs_[d]); }
   std::span<const TokenId32> sentence(size_t d, size_t i) const override { return store_.sentence(docs_[d], i); }
   uint32_t global(size_t d) const { return docs_[d]; }
+  void release_pages() const { store_.release_pages(); }
   uint64_t tokens() const {
     uint64_t n = 0;
     for (uint32_t d : docs_) n += store_.document_tokens(d).size();
@@ -484,6 +485,7 @@ void bert_counter_split(const MakeShardsOptions& o, const Tokenizer& tok, const 
       std::vector<uint64_t> n;
     };
     const size_t block = 64;
+    uint64_t batches_done = 0;
     int pass = 0;
     size_t next_doc = 0;
     tbb::parallel_pipeline(
@@ -536,6 +538,7 @@ void bert_counter_split(const MakeShardsOptions& o, const Tokenizer& tok, const 
                     counts[k] += b->n[k];
                   }
                   progress.add(b->end - b->begin);
+                  if (++batches_done % 1024 == 0) corpus.release_pages();
                 }));
     for (size_t b = 0; b < buckets; ++b)
       if (std::fclose(files[b]) != 0) throw_errno("cannot write", bucket_path(b));
@@ -643,17 +646,22 @@ void gpt_split(const MakeShardsOptions& o, const Tokenizer& tok, const TokenStor
         for (size_t i = begin; i < end; ++i) {
           w.add_sequence(store.document_tokens(docs[i]));
           w.end_document();
+          if (i % 4096 == 4095) store.release_pages();
         }
         w.finalize();
         series.committed(shard, end - begin, {{base_name(megatron_idx_path(prefix)), ""}});
       } else {
         LlmcWriter w(path, llmc_format);
-        for (size_t i = begin; i < end; ++i) w.add(store.document_tokens(docs[i]));
+        for (size_t i = begin; i < end; ++i) {
+          w.add(store.document_tokens(docs[i]));
+          if (i % 4096 == 4095) store.release_pages();
+        }
         w.commit();
         series.committed(shard, w.tokens_written());
       }
     }
     progress.add(end - begin);
+    store.release_pages();
   }
   progress.finish();
   stats.shards += series.count();

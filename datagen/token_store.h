@@ -50,6 +50,11 @@ class TokenStore final : public DocumentCorpus {
   uint64_t total_sentences() const { return sentence_ends_.size(); }
   // All of document d's tokens, its sentences back to back.
   std::span<const TokenId32> document_tokens(size_t d) const;
+  // Long passes call this now and then so the mapped pages they touched leave the resident set.
+  void release_pages() const {
+    tokens_file_.release_pages();
+    sentences_file_.release_pages();
+  }
 
  private:
   size_t document_begin(size_t d) const { return d ? documents_[d - 1] : 0; }
