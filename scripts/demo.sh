@@ -19,7 +19,7 @@ step "dependencies"
 scripts/setup_deps.sh
 step "build"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" --target shard-tool wikiprep
+cmake --build build -j "$(nproc)" --target shard-tool wikiprep train-tokenizer tokenize make-pretraining-shards
 bin=$root/build
 
 rm -rf "$out"
@@ -34,9 +34,31 @@ step "verify the document shards against their manifest"
 step "inspect"
 "$bin/formats/shard-tool" inspect --records 3 "$out"/docs/docs-00000.jsonl.zst
 
+step "train-tokenizer: a WordPiece vocabulary (as HF's BertWordPieceTokenizer trains one) from the documents"
+"$bin/tokenizer/train-tokenizer" --kind wordpiece --vocab-size 2000 -o "$out/wordpiece" "$out/docs"
+step "train-tokenizer: a SentencePiece unigram model from the same documents"
+"$bin/tokenizer/train-tokenizer" -q --kind sentencepiece --vocab-size 300 --character-coverage 1.0 \
+  -o "$out/sentencepiece" "$out/docs"
+step "tokenize: the first sentence with each"
+line=$(head -n 1 "$out/sentences/sentences-00000.txt")
+echo "text:          $line"
+echo "wordpiece:     $(echo "$line" | "$bin/tokenizer/tokenize" -q --tokenizer "$out/wordpiece/vocab.txt" --tokens)"
+echo "sentencepiece: $(echo "$line" | "$bin/tokenizer/tokenize" -q --tokenizer "$out/sentencepiece/spm.model" --tokens)"
+step "make-pretraining-shards: BERT (NSP + masked LM) HDF5 shards, NVIDIA's layout"
+"$bin/datagen/make-pretraining-shards" -q --model bert -i "$out/docs" --tokenizer "$out/wordpiece/vocab.txt" \
+  -o "$out/bert" --seq-len 64 --max-predictions 10 --dupe-factor 5 --num-shards 2 >"$out/bert-stats.json"
+"$bin/formats/shard-tool" verify "$out/bert"
+"$bin/formats/shard-tool" inspect --records 1 "$out/bert/train-00000.hdf5"
+step "make-pretraining-shards: GPT Megatron .bin/.idx with the SentencePiece model"
+"$bin/datagen/make-pretraining-shards" -q --model gpt -i "$out/docs" --tokenizer "$out/sentencepiece/spm.model" \
+  -o "$out/gpt" >"$out/gpt-stats.json"
+"$bin/formats/shard-tool" verify "$out/gpt"
+
 step "done"
 echo "outputs:"
-echo "  documents:  $out/docs/ (manifest: $out/docs/manifest.json)"
-echo "  sentences:  $out/sentences/ (one sentence per line, blank line between documents)"
-echo "next stages (tokenizers, make-pretraining-shards, loader, trainers, logs and plots)"
-echo "join this demo as they land; see README.md"
+echo "  documents:       $out/docs/ (manifest: $out/docs/manifest.json)"
+echo "  sentences:       $out/sentences/ (one sentence per line, blank line between documents)"
+echo "  tokenizers:      $out/wordpiece/vocab.txt, $out/sentencepiece/spm.model"
+echo "  BERT shards:     $out/bert/ (statistics: $out/bert-stats.json)"
+echo "  GPT shards:      $out/gpt/ (statistics: $out/gpt-stats.json)"
+echo "next stages (loader, trainers, logs and plots) join this demo as they land; see README.md"
