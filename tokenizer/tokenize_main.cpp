@@ -2,9 +2,11 @@
 // load_tokenizer recognises. The work is in tokenize_tool.cpp.
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "common/cli.h"
 #include "common/error.h"
+#include "common/file.h"
 #include "tokenizer/tokenize_tool.h"
 
 int main(int argc, char** argv) {
@@ -47,20 +49,23 @@ int main(int argc, char** argv) {
     auto tokenizer = load_tokenizer(path, tok_options);
     std::ifstream in_file;
     std::ofstream out_file;
+    std::optional<AtomicFile> out_atomic;  // -o FILE appears only when the whole input went through
     if (input != "-") {
       in_file.open(input, std::ios::binary);
       if (!in_file) throw_errno("cannot open", input);
       options.input_name = input;
     }
     if (output != "-") {
-      out_file.open(output, std::ios::binary | std::ios::trunc);
-      if (!out_file) throw_errno("cannot create", output);
+      out_atomic.emplace(output, /*open_fd=*/false);
+      out_file.open(out_atomic->tmp_path(), std::ios::binary | std::ios::trunc);
+      if (!out_file) throw_errno("cannot create", out_atomic->tmp_path());
     }
     std::ios::sync_with_stdio(false);
     run_tokenize(*tokenizer, options, input == "-" ? std::cin : in_file, output == "-" ? std::cout : out_file);
     if (output != "-") {
       out_file.close();
       if (!out_file) throw Error(Where{output}, "write failed");
+      out_atomic->commit();
     }
     return 0;
   });
