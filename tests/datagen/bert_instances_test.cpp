@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -167,6 +168,31 @@ TEST(BertInstances, CounterRngGivesTheSameInstancesInAnyDocumentOrder) {
   ASSERT_EQ(forward.size(), after.size());
   for (size_t i = 0; i < forward.size(); ++i) EXPECT_EQ(forward[i].tokens, after[i].tokens);
   EXPECT_EQ(forward.size(), again.size());
+}
+
+TEST(BertInstances, SentencesLongerThanTheSequenceAreTruncatedAndOneSentenceDocumentsWork) {
+  InMemoryCorpus corpus;
+  corpus.documents.push_back({std::vector<TokenId32>(500, 7)});                    // one long sentence
+  corpus.documents.push_back({std::vector<TokenId32>(3, 8)});                      // one short sentence
+  corpus.documents.push_back({std::vector<TokenId32>(300, 9), std::vector<TokenId32>(2, 10)});
+  BertMaskVocab vocab = toy_vocab();
+  BertInstanceOptions o;
+  o.seq_len = 32;
+  for (uint64_t pass = 0; pass < 20; ++pass) {
+    std::vector<BertInstance> out;
+    for (size_t d = 0; d < corpus.num_documents(); ++d) {
+      CounterRng rng(1, d, pass);
+      create_instances_from_document(corpus, d, o, vocab, rng, out);
+    }
+    ASSERT_GE(out.size(), 3u);
+    for (const auto& inst : out) {
+      ASSERT_LE(inst.tokens.size(), 32u);
+      // A one-sentence chunk always takes a random B, and truncation keeps both sides non-empty.
+      size_t a_len = std::count(inst.segment_ids.begin(), inst.segment_ids.end(), 0);
+      EXPECT_GE(a_len, 3u);
+      EXPECT_GE(inst.tokens.size() - a_len, 2u);
+    }
+  }
 }
 
 TEST(BertInstances, VocabularyWithoutMaskIsAnError) {
