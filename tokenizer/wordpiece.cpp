@@ -110,7 +110,10 @@ class TokenTable {
   size_t count_ = 0;
 };
 
-// A token kept whole when it appears in the raw text.
+// A token kept whole when it appears in the raw text. HF matches tokens with normalized=true in
+// the normalized text instead; BERT's special tokens are all normalized=false, and we match every
+// added token in the raw text (a difference only for normalized=true tokens that normalization
+// would change or create).
 struct AddedToken {
   std::string content;
   TokenId id;
@@ -462,6 +465,11 @@ std::unique_ptr<Tokenizer> make_wordpiece_tokenizer_from_hf(const nlohmann::json
       config.normalizer.clean_text = config.normalizer.handle_chinese_chars = false;
       lowercase = strip_accents = false;
     }
+    // Our pre-tokenizer is BERT's; another one would split differently, so refuse it.
+    if (j.contains("pre_tokenizer") && j["pre_tokenizer"].is_object() &&
+        j["pre_tokenizer"].value("type", "") != "BertPreTokenizer")
+      throw Error(Where{source}, cat("expected a BertPreTokenizer for a WordPiece model, found \"",
+                                     j["pre_tokenizer"].value("type", ""), "\""));
     if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
       for (const auto& a : j["added_tokens"]) {
         AddedToken t{a.at("content").get<std::string>(), a.at("id").get<TokenId>(), a.value("special", false),

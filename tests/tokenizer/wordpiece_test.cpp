@@ -130,7 +130,10 @@ TEST(BertPreTokenizer, FastPathEqualsReferenceOnWikiText) {
 // ---- HF fast (our default) vs HF slow / Google's tokenization.py (python_compat) ---------------
 // Each difference below was checked against tokenizers 0.20.3 / transformers 4.46.3 and Google's
 // tokenization.py. The golden ids in shared/data/golden (Google's) agree with both modes: their
-// texts hit none of these.
+// texts hit none of these. python_compat follows Google's code; transformers' slow BertTokenizer
+// differs from Google's too, in ways python_compat does not copy: it applies NFC before splitting
+// (so a cased "e\u0301" becomes "é") and, when lowercasing, lowers the text one character at a
+// time before its BasicTokenizer runs (so Σ → σ, as the fast one does).
 
 TEST(FastVsPython, PrivateUseAndNewFormatCharacters) {
   // Fast drops Cc, Cf (as of Unicode 8.0), Co and Cs; Python drops Cc and Cf only.
@@ -324,6 +327,9 @@ TEST(WordPiece, HfTokenizerJson) {
   EXPECT_EQ(tok->decode(tok->encode("Abc ab")), "Abc ab");
   write(dir.file("bad.json"), R"({"model": {"type": "WordPiece", "vocab": []}})");
   EXPECT_THROW(load_tokenizer(dir.file("bad.json")), Error);
+  write(dir.file("other.json"), R"({"pre_tokenizer": {"type": "Whitespace"},
+    "model": {"type": "WordPiece", "vocab": {"[UNK]": 0}}})");
+  EXPECT_THROW(load_tokenizer(dir.file("other.json")), Error);
 }
 
 TEST(WordPiece, RealVocabulary) {
