@@ -8,10 +8,9 @@ cd "$(dirname "$0")/.."
 [[ $# -eq 2 ]] || { echo "usage: scripts/fuzz.sh TARGET|--all SECONDS" >&2; exit 2; }
 target=$1 seconds=$2
 jobs=${PRETRAIN_JOBS:-$(nproc)}
-if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
-  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPRETRAIN_FUZZ=ON \
-    -DPRETRAIN_CUDA=OFF >build-fuzz.configure.log 2>&1 || { cat build-fuzz.configure.log; exit 1; }
-fi
+# Configured every time (quick once done): a new fuzz_*.cpp becomes a target only at configure.
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPRETRAIN_FUZZ=ON \
+  -DPRETRAIN_CUDA=OFF >build-fuzz.configure.log 2>&1 || { cat build-fuzz.configure.log; exit 1; }
 if [[ $target == --all ]]; then
   targets=$(cd tests/fuzz && ls fuzz_*.cpp | sed 's/^fuzz_//; s/\.cpp$//')
 else
