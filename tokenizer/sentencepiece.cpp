@@ -80,8 +80,11 @@ class SentencePieceTokenizer final : public Tokenizer {
     return text;
   }
 
-  // PieceToId answers unk_id for pieces it does not know; only "<unk>" itself maps there.
+  // PieceToId answers unk_id for pieces it does not know; only "<unk>" itself maps there. No piece
+  // is empty, and the library's trie takes length 0 as "up to the NUL" (strlen on the view's data:
+  // a crash on a null view, found by fuzz_sentencepiece), so "" is answered here.
   std::optional<TokenId> token_to_id(std::string_view token) const override {
+    if (token.empty()) return std::nullopt;
     int id = processor_.PieceToId(token);
     if (id < 0 || id >= processor_.GetPieceSize()) return std::nullopt;
     if (id == processor_.unk_id() && processor_.IdToPiece(id) != token) return std::nullopt;

@@ -167,7 +167,12 @@ std::vector<std::string> train_wordpiece(const WordCounts& word_counts, const Wo
     for (char32_t c : chars[i]) alphabet[c] += word_counts[i].second;
   }
   std::vector<std::pair<char32_t, uint64_t>> kept(alphabet.begin(), alphabet.end());
-  if (options.limit_alphabet > 0 && kept.size() > options.limit_alphabet) {
+  if (!options.alphabet.empty()) {
+    std::set<char32_t> wanted;
+    for (const auto& c : options.alphabet)
+      if (auto cps = code_points(c); cps.size() == 1) wanted.insert(cps[0]);
+    std::erase_if(kept, [&](const auto& entry) { return !wanted.count(entry.first); });
+  } else if (options.limit_alphabet > 0 && kept.size() > options.limit_alphabet) {
     std::sort(kept.begin(), kept.end(), [](const auto& x, const auto& y) {
       return x.second != y.second ? x.second < y.second : x.first > y.first;
     });

@@ -39,6 +39,9 @@ struct WordPieceTrainerOptions {
   size_t limit_alphabet = 1000;  // keep the most frequent characters only
   std::vector<std::string> special_tokens{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
   std::string continuing_subword_prefix = "##";
+  // The alphabet to keep instead of limit_alphabet's cut (which ties HF breaks in HashMap order).
+  // Only for reproducing one particular HF run (tests).
+  std::vector<std::string> alphabet;
   // The ids of the "##x" forms, in this order (then any others by code point). Empty: by code point.
   // Only for reproducing one particular HF run, whose order came from its HashMap (tests).
   std::vector<std::string> continuing_order;

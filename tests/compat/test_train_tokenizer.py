@@ -10,6 +10,8 @@ order instead. So:
     HF's vocab.txt exactly, line for line;
   - train-tokenizer: special tokens and alphabet line for line, the same "##x" set, and at most
     0.5% of entries different from this HF run (printed; 0 on this text when written);
+  - on every shared text with vocab 30000 (more characters than limit_alphabet, whose ties HF also
+    breaks in HashMap order) the replay, given HF's alphabet too, must give HF's vocab.txt exactly;
   - train-tokenizer reading the wikiextractor JSON lines directly gives what it gives on the
     extracted text; --threads 1 and 2 give the same bytes; the vocabulary loads with tokenize.
 SentencePiece (unigram and bpe) vs spm_train on the same files with its default --num_threads=16:
@@ -97,6 +99,38 @@ def check_wordpiece(tmp, files, jsonl, failures):
                     failures.append(f"{name}: tokenize cannot use the trained vocab.txt: {r.stderr.strip()}")
 
 
+def check_wordpiece_all_texts(tmp, data, failures):
+    """Every shared text (en, el, bg, ja …), vocab 30000: more than limit_alphabet characters, so HF
+    drops some of equal count in HashMap order; the replay keeps HF's alphabet and must give HF's
+    vocab.txt exactly."""
+    import bz2
+    import glob
+    text = os.path.join(tmp, "all.txt")
+    with open(text, "w", encoding="utf-8") as out:
+        for path in sorted(glob.glob(os.path.join(data, "wikipedia", "*.wikiextractor.jsonl*"))):
+            opener = bz2.open if path.endswith(".bz2") else open
+            with opener(path, "rt", encoding="utf-8") as f:
+                for record in f:
+                    if record.strip():
+                        out.write(json.loads(record)["text"] + "\n")
+        for name in ("botchan.txt", "bert-sample_text.txt"):
+            with open(os.path.join(data, "vocab", name), encoding="utf-8") as f:
+                out.write(f.read())
+    hf = hf_train([text], 30000, True, os.path.join(tmp, "hf-all"))
+    replayed = cu.run(cu.tool("train_wordpiece_replay"), 30000, "lowercase", os.path.join(tmp, "hf-all", "vocab.txt"),
+                      text).stdout.split("\n")[:-1]
+    out = os.path.join(tmp, "ours-all")
+    cu.run(cu.tool("train-tokenizer"), "--kind", "wordpiece", "--vocab-size", 30000, "-o", out, "--quiet", text)
+    ours = read_lines(os.path.join(out, "vocab.txt"))
+    differing = len(set(ours) - set(hf))
+    print(f"wordpiece all texts 30000: {len(ours)} entries (HF {len(hf)}), {differing} entries not in HF's; replay "
+          f"{'identical' if replayed == hf else 'DIFFERENT'}")
+    if replayed != hf:
+        failures.append("wordpiece all texts 30000: replay differs from HF")
+    if len(ours) != len(hf) or differing > len(hf) // 200:
+        failures.append(f"wordpiece all texts 30000: {differing} entries not in HF's")
+
+
 def check_sentencepiece(tmp, files, failures):
     if not os.path.exists("/usr/bin/spm_train"):
         print("spm_train not installed: SentencePiece part skipped")
@@ -144,6 +178,7 @@ def main():
                     out.write(json.loads(record)["text"] + "\n")
         files = [os.path.join(data, "vocab", "botchan.txt"), enwiki]
         check_wordpiece(tmp, files, jsonl, failures)
+        check_wordpiece_all_texts(tmp, data, failures)
         check_sentencepiece(tmp, files, failures)
     if failures:
         sys.exit("FAIL:\n  " + "\n  ".join(failures))

@@ -1,6 +1,7 @@
-// For test_train_tokenizer.py: trains WordPiece as train-tokenizer does, but gives the "##x" forms
-// the ids one HF run gave them (read from that run's vocab.txt), so the rest of the training can be
-// compared with HF's entry for entry. HF takes that order from a randomly seeded HashMap.
+// For test_train_tokenizer.py: trains WordPiece as train-tokenizer does, but keeps the alphabet and
+// gives the "##x" forms the ids one HF run gave them (read from that run's vocab.txt), so the rest
+// of the training can be compared with HF's entry for entry. HF breaks the alphabet's ties and
+// orders the "##x" forms by a randomly seeded HashMap.
 //   train_wordpiece_replay VOCAB_SIZE lowercase|cased HF_VOCAB_TXT TEXT_FILE... > vocab.txt
 #include <fstream>
 #include <iostream>
@@ -21,8 +22,10 @@ int main(int argc, char** argv) {
     options.vocab_size = std::stoll(argv[1]);
     bool lowercase = std::string(argv[2]) == "lowercase";
     std::ifstream hf(argv[3]);
-    for (std::string line; std::getline(hf, line);)
+    for (std::string line; std::getline(hf, line);) {
       if (line.starts_with("##")) options.continuing_order.push_back(line);
+      if (options.continuing_order.empty() && !line.empty() && line.size() <= 4) options.alphabet.push_back(line);
+    }
     std::vector<std::string> files(argv + 4, argv + argc);
     TextSource source = [&](const TextSink& sink) {
       for (const auto& f : files) {

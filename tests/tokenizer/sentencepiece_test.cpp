@@ -43,6 +43,8 @@ TEST(SentencePiece, DecodeAndLookups) {
   EXPECT_EQ(tok->token_to_id("<unk>"), 0);
   EXPECT_EQ(tok->token_to_id("\u2581saw"), 459);
   EXPECT_EQ(tok->token_to_id("no such piece"), std::nullopt);  // PieceToId would say 0 (unk)
+  EXPECT_EQ(tok->token_to_id(""), std::nullopt);
+  EXPECT_EQ(tok->token_to_id(std::string_view()), std::nullopt);  // the library would strlen(nullptr)
   EXPECT_THROW(tok->id_to_token(1000), UsageError);
   EXPECT_THROW(tok->id_to_token(-1), UsageError);
   // Control symbols: shown as pieces unless skipped; the text after them keeps its space.
