@@ -94,7 +94,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--limit-alphabet", wp.limit_alphabet, "wordpiece: keep this many most frequent characters (0: all)")
       ->capture_default_str();
-  app.add_option("--model-type", spm.model_type, "sentencepiece: unigram or bpe")
+  app.add_option("--model-type", spm.model_type,
+                 "sentencepiece: unigram or bpe (the library trains on 16 threads whatever --threads says: "
+                 "unigram's result depends on the count)")
       ->check(CLI::IsMember({"unigram", "bpe"}))
       ->capture_default_str();
   app.add_option("--character-coverage", spm.character_coverage,
