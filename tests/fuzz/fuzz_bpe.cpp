@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -40,8 +41,11 @@ nlohmann::json tiny_vocab() {
 const Tokenizer& tiny() {
   static const std::unique_ptr<Tokenizer> tok = [] {
     nlohmann::json j;
-    nlohmann::json merges = {{"\u0120", "t"}, {"h", "e"}, {"\u0120t", "he"}, {"a", "a"}, {"aa", "aa"},
-                             {"aa", "a"}, {"\u0120", "\u0120"}, {"\u00e6", "\u0139"}};
+    // Built pair by pair: a braced list of string pairs would become a JSON object.
+    nlohmann::json merges = nlohmann::json::array();
+    for (auto [a, b] : {std::pair{"\u0120", "t"}, {"h", "e"}, {"\u0120t", "he"}, {"a", "a"}, {"aa", "aa"}, {"aa", "a"},
+                        {"\u0120", "\u0120"}, {"\u00e6", "\u0139"}})
+      merges.push_back(nlohmann::json::array({a, b}));
     j["model"] = {{"type", "BPE"}, {"vocab", tiny_vocab()}, {"merges", merges}};
     j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}};
     j["added_tokens"] = nlohmann::json::array({{{"id", 264}, {"content", "<|endoftext|>"}, {"special", true}}});
