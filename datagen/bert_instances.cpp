@@ -15,20 +15,26 @@
 
 namespace pretrain {
 
+void BertInstance::write_row(BertBatch& batch, int64_t i) const {
+  const size_t seq = static_cast<size_t>(batch.seq_len), max_pred = static_cast<size_t>(batch.max_predictions);
+  const size_t row = static_cast<size_t>(i) * seq, pred_row = static_cast<size_t>(i) * max_pred;
+  auto put = [](auto* dst, size_t width, const auto& src) {
+    std::copy(src.begin(), src.end(), dst);
+    std::fill(dst + src.size(), dst + width, 0);
+  };
+  put(batch.input_ids.data() + row, seq, tokens);
+  std::fill_n(batch.input_mask.data() + row, seq, int8_t{0});
+  std::fill_n(batch.input_mask.data() + row, tokens.size(), int8_t{1});
+  put(batch.segment_ids.data() + row, seq, segment_ids);
+  put(batch.masked_lm_positions.data() + pred_row, max_pred, masked_lm_positions);
+  put(batch.masked_lm_ids.data() + pred_row, max_pred, masked_lm_labels);
+  batch.next_sentence_labels[static_cast<size_t>(i)] = is_random_next ? 1 : 0;
+}
+
 BertRecord BertInstance::to_record(int seq_len, int max_predictions) const {
-  BertRecord r;
-  r.input_ids.assign(tokens.begin(), tokens.end());
-  r.input_mask.assign(tokens.size(), 1);
-  r.segment_ids.assign(segment_ids.begin(), segment_ids.end());
-  r.input_ids.resize(seq_len, 0);
-  r.input_mask.resize(seq_len, 0);
-  r.segment_ids.resize(seq_len, 0);
-  r.masked_lm_positions.assign(masked_lm_positions.begin(), masked_lm_positions.end());
-  r.masked_lm_ids.assign(masked_lm_labels.begin(), masked_lm_labels.end());
-  r.masked_lm_positions.resize(max_predictions, 0);
-  r.masked_lm_ids.resize(max_predictions, 0);
-  r.next_sentence_label = is_random_next ? 1 : 0;
-  return r;
+  BertBatch one(1, seq_len, max_predictions);
+  write_row(one, 0);
+  return one.record(0);
 }
 
 namespace {
@@ -65,16 +71,23 @@ void create_masked_lm_predictions(BertInstance& inst, const BertInstanceOptions&
                                   Rng& rng) {
   const std::vector<TokenId32>& tokens = inst.tokens;
   // Candidate sets: one position each, or under whole-word masking a word's "##" pieces joined to
-  // the set before them (as Google's code does, even across a [SEP]).
-  std::vector<std::vector<int32_t>> cand_indexes;
+  // the set before them (as Google's code does, even across a [SEP]). A set is a run in `members`
+  // (a continuation always extends the newest set, so its members stay contiguous); shuffling the
+  // (begin, size) runs draws exactly what Python's shuffle of the list of lists draws, without a
+  // vector per token.
+  thread_local std::vector<int32_t> members;
+  thread_local std::vector<std::pair<uint32_t, uint32_t>> cand_indexes;
+  members.clear();
+  cand_indexes.clear();
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] == vocab.cls || tokens[i] == vocab.sep) continue;
     const bool continuation = options.whole_word_mask && static_cast<size_t>(tokens[i]) < vocab.is_continuation.size() &&
                               vocab.is_continuation[tokens[i]];
     if (continuation && !cand_indexes.empty())
-      cand_indexes.back().push_back(static_cast<int32_t>(i));
+      ++cand_indexes.back().second;
     else
-      cand_indexes.push_back({static_cast<int32_t>(i)});
+      cand_indexes.emplace_back(static_cast<uint32_t>(members.size()), 1u);
+    members.push_back(static_cast<int32_t>(i));
   }
   rng.shuffle(cand_indexes);
 
@@ -86,7 +99,8 @@ void create_masked_lm_predictions(BertInstance& inst, const BertInstanceOptions&
 
   std::vector<std::pair<int32_t, TokenId32>> masked;  // (index, label)
   std::vector<bool> covered(tokens.size(), false);
-  for (const auto& index_set : cand_indexes) {
+  for (const auto& [begin, size] : cand_indexes) {
+    const std::span<const int32_t> index_set(members.data() + begin, size);
     if (masked.size() >= num_to_predict) break;
     // Whole words only: skip a set that would overshoot the budget.
     if (masked.size() + index_set.size() > num_to_predict) continue;

@@ -66,7 +66,9 @@ struct BertInstance {
   bool forced_random_next = false;
   bool first_of_document = false;
 
-  BertRecord to_record(int seq_len, int max_predictions) const;  // NVIDIA's padding with 0
+  // Row i of a batch of the shard's shape, with NVIDIA's padding (0) — no allocation, for writers.
+  void write_row(BertBatch& batch, int64_t i) const;
+  BertRecord to_record(int seq_len, int max_predictions) const;  // the same as one record
 };
 
 // create_instances_from_document() for one document, appending to `out`. Rng is PythonRandom or

@@ -364,13 +364,14 @@ void count_instance(const BertInstance& inst, const BertMaskVocab& vocab, int se
 // Writes instances, in the order given, into the series' shards.
 class BertShardFiller {
  public:
-  BertShardFiller(ShardSeries& series, const MakeShardsOptions& o) : series_(series), o_(o) {}
+  BertShardFiller(ShardSeries& series, const MakeShardsOptions& o)
+      : series_(series), o_(o), batch_(kBatchRows, o.bert.seq_len, o.bert.max_predictions) {}
   void add(const BertInstance& inst) {
     while (shard_ < series_.count() && in_shard_ == series_.size(shard_)) next_shard();
     if (shard_ >= series_.count()) throw Error("internal: more instances than the shard sizes hold");
     if (!series_.kept(shard_)) {
-      if (!writer_) writer_.emplace(series_.path(shard_), o_.bert.seq_len, o_.bert.max_predictions);
-      writer_->append(inst.to_record(o_.bert.seq_len, o_.bert.max_predictions));
+      inst.write_row(batch_, rows_);
+      if (++rows_ == kBatchRows) flush();
     }
     ++in_shard_;
   }
@@ -379,10 +380,23 @@ class BertShardFiller {
   }
 
  private:
+  static constexpr int64_t kBatchRows = 256;  // rows handed to the writer at a time
+
+  BertShardWriter& writer() {
+    if (!writer_) writer_.emplace(series_.path(shard_), o_.bert.seq_len, o_.bert.max_predictions);
+    return *writer_;
+  }
+  void flush() {
+    if (rows_ == 0) return;
+    if (rows_ < kBatchRows) batch_.resize(rows_, o_.bert.seq_len, o_.bert.max_predictions);
+    writer().append(batch_);
+    if (rows_ < kBatchRows) batch_.resize(kBatchRows, o_.bert.seq_len, o_.bert.max_predictions);
+    rows_ = 0;
+  }
   void next_shard() {
     if (!series_.kept(shard_)) {
-      if (!writer_) writer_.emplace(series_.path(shard_), o_.bert.seq_len, o_.bert.max_predictions);
-      writer_->commit();
+      flush();
+      writer().commit();
       writer_.reset();
       series_.committed(shard_, in_shard_);
     }
@@ -392,6 +406,8 @@ class BertShardFiller {
   ShardSeries& series_;
   const MakeShardsOptions& o_;
   std::optional<BertShardWriter> writer_;
+  BertBatch batch_;
+  int64_t rows_ = 0;
   size_t shard_ = 0;
   uint64_t in_shard_ = 0;
 };

@@ -202,7 +202,7 @@ class BpeTokenizer final : public Tokenizer {
   }
 
   int64_t vocab_size() const override { return vocab_size_; }
-  std::map<std::string, TokenId> special_ids() const override { return special_ids_; }
+  const std::map<std::string, TokenId>& special_ids() const override { return special_ids_; }
 
   // The model step alone, for the tests.
   std::vector<TokenId> merge_word(std::string_view word, BpeMergeAlgorithm algorithm) const {

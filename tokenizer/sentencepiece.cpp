@@ -98,7 +98,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
 
   int64_t vocab_size() const override { return processor_.GetPieceSize(); }
-  std::map<std::string, TokenId> special_ids() const override { return special_; }
+  const std::map<std::string, TokenId>& special_ids() const override { return special_; }
 
  private:
   // Normalizer, our part: the library reads each invalid byte as its own U+FFFD; we repair first so

@@ -57,7 +57,8 @@ class Tokenizer {
   // Ids of the special tokens this vocabulary has, by role: "pad", "unk", "cls", "sep", "mask"
   // (WordPiece), "eod" (GPT-2's <|endoftext|>), "unk", "bos", "eos", "pad" (SentencePiece, where
   // defined). Roles the vocabulary lacks are absent.
-  virtual std::map<std::string, TokenId> special_ids() const = 0;
+  // A reference to the tokenizer's own map: is_special() and decode loops call it per token.
+  virtual const std::map<std::string, TokenId>& special_ids() const = 0;
   bool is_special(TokenId id) const;
 
   // Conveniences over the virtuals above.

@@ -259,7 +259,7 @@ class WordPieceTokenizer final : public Tokenizer {
   }
 
   int64_t vocab_size() const override { return static_cast<int64_t>(config_.tokens.size()); }
-  std::map<std::string, TokenId> special_ids() const override { return special_ids_; }
+  const std::map<std::string, TokenId>& special_ids() const override { return special_ids_; }
 
  private:
   static std::string upper(std::string s) {
