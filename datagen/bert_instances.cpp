@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
-#include "datagen/counter_rng.h"
+#include "common/counter_rng.h"
 #include "datagen/python_random.h"
 
 namespace pretrain {

@@ -20,7 +20,7 @@
 #include "common/log.h"
 #include "common/manifest.h"
 #include "common/progress.h"
-#include "datagen/counter_rng.h"
+#include "common/counter_rng.h"
 #include "datagen/python_random.h"
 #include "datagen/sentences.h"
 #include "datagen/text_documents.h"

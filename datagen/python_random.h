@@ -3,7 +3,7 @@
 // Google's and NVIDIA's create_pretraining_data.py call: random(), getrandbits(), randint(),
 // randrange() and shuffle(), with `_randbelow` by rejection sampling as CPython 3.2+ does it.
 // `make-pretraining-shards --rng python` uses it to reproduce their shards exactly; the default
-// RNG is the counter-based one (datagen/counter_rng.h) that parallelises.
+// RNG is the counter-based one (common/counter_rng.h) that parallelises.
 #pragma once
 #include <array>
 #include <cstddef>

@@ -1,4 +1,4 @@
-// The default RNG of make-pretraining-shards: a counter-based stream keyed by (seed, document,
+// The default RNG of make-pretraining-shards and the loader: a counter-based stream keyed by (seed, document,
 // pass). Value i of a stream is splitmix64(key + i·γ), a function of the key and i only, so any
 // document's instances come out the same whichever thread makes them and in whatever order.
 // Same methods as PythonRandom, so the instance code is written once for both.
