@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "datagen/counter_rng.h"
+#include "common/counter_rng.h"
 #include "datagen/python_random.h"
 #include "test_util.h"
 
