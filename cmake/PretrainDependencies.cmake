@@ -57,6 +57,11 @@ pretrain_require(XXHASH_FOUND "xxHash" libxxhash-dev)
 pkg_check_modules(SENTENCEPIECE QUIET IMPORTED_TARGET sentencepiece)
 pretrain_require(SENTENCEPIECE_FOUND "SentencePiece" libsentencepiece-dev)
 
+# The Python module is for Debian's python3 (it has numpy, h5py, torch; the tests run it), not for
+# whichever python3 comes first on PATH.
+if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
+  set(Python3_EXECUTABLE /usr/bin/python3)
+endif()
 find_package(Python3 COMPONENTS Interpreter Development.Module QUIET)
 find_package(pybind11 CONFIG QUIET)
 pretrain_require(pybind11_FOUND "pybind11" pybind11-dev)
