@@ -1,0 +1,85 @@
+// The "widen" step of the device copy, written once for both backends: a host slot holds ids as
+// uint16 (when the vocabulary fits) and small fields as uint8; the batch the consumer sees holds
+// every field as T (int32 or int64), plus the dense MLM labels and GPT's shifted targets. The CPU
+// backend runs widen_*_element in a loop over the slot, the CUDA backend in a kernel on its copy
+// stream (loader/device_cuda.cu) — one body, so the CPU tests check the GPU path's arithmetic.
+#pragma once
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define PRETRAIN_HD __host__ __device__
+#else
+#define PRETRAIN_HD
+#endif
+
+namespace pretrain {
+
+// A host slot (narrow) and the batch tensors (wide), for one batch of `rows` samples. Token
+// arrays are uint16 when tokens16 is set, else int32.
+template <typename T>
+struct WidenArgs {
+  int64_t rows = 0, seq_len = 0, max_predictions = 0, token_row = 0;  // token_row: GPT seq_len + 1
+  bool tokens16 = true;
+  // BERT sources (slot) and destinations (batch)
+  const void* input_ids = nullptr;
+  const uint8_t* segment_ids = nullptr;
+  const uint8_t* input_mask = nullptr;
+  const uint16_t* masked_lm_positions = nullptr;
+  const void* masked_lm_ids = nullptr;
+  const uint8_t* next_sentence_labels = nullptr;
+  T* out_input_ids = nullptr;
+  T* out_segment_ids = nullptr;
+  T* out_input_mask = nullptr;
+  T* out_masked_lm_positions = nullptr;
+  T* out_masked_lm_ids = nullptr;
+  T* out_mlm_labels = nullptr;
+  T* out_next_sentence_labels = nullptr;
+  // GPT source and destinations
+  const void* tokens = nullptr;
+  T* out_tokens = nullptr;
+  T* out_targets = nullptr;
+};
+
+template <typename T>
+PRETRAIN_HD inline T load_token(const void* base, bool tokens16, int64_t i) {
+  return tokens16 ? T(static_cast<const uint16_t*>(base)[i]) : T(static_cast<const int32_t*>(base)[i]);
+}
+
+// Element i of [0, rows * seq_len): position (b, s) of every [B, S] tensor; the [B, P] tensors and
+// the [B] labels ride along on the first rows * P and rows elements (seq_len >= max_predictions).
+// The dense label at (b, s) is masked_lm_ids[b, p] for the p with masked_lm_positions[b, p] == s
+// among the predictions, -1 elsewhere. Predictions are counted as NVIDIA's run_pretraining.py
+// counts them: up to the first position 0 after the first (position 0 is [CLS], never masked).
+template <typename T>
+PRETRAIN_HD inline void widen_bert_element(const WidenArgs<T>& a, int64_t i) {
+  const int64_t b = i / a.seq_len, s = i % a.seq_len;
+  a.out_input_ids[i] = load_token<T>(a.input_ids, a.tokens16, i);
+  a.out_segment_ids[i] = T(a.segment_ids[i]);
+  a.out_input_mask[i] = T(a.input_mask[i]);
+  T label = T(-1);
+  const uint16_t* positions = a.masked_lm_positions + b * a.max_predictions;
+  for (int64_t p = 0; p < a.max_predictions; ++p) {
+    if (positions[p] == 0) break;
+    if (positions[p] == s) {
+      label = load_token<T>(a.masked_lm_ids, a.tokens16, b * a.max_predictions + p);
+      break;
+    }
+  }
+  a.out_mlm_labels[i] = label;
+  if (i < a.rows * a.max_predictions) {
+    a.out_masked_lm_positions[i] = T(a.masked_lm_positions[i]);
+    a.out_masked_lm_ids[i] = load_token<T>(a.masked_lm_ids, a.tokens16, i);
+  }
+  if (i < a.rows) a.out_next_sentence_labels[i] = T(a.next_sentence_labels[i]);
+}
+
+// Element i of [0, rows * seq_len): tokens[b, s] = row[b][s], targets[b, s] = row[b][s + 1].
+template <typename T>
+PRETRAIN_HD inline void widen_gpt_element(const WidenArgs<T>& a, int64_t i) {
+  const int64_t b = i / a.seq_len, s = i % a.seq_len;
+  const int64_t src = b * a.token_row + s;
+  a.out_tokens[i] = load_token<T>(a.tokens, a.tokens16, src);
+  a.out_targets[i] = load_token<T>(a.tokens, a.tokens16, src + 1);
+}
+
+}  // namespace pretrain

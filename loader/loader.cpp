@@ -1,0 +1,635 @@
+// The Loader: a planner that cuts each epoch's order into this rank's batches, a oneTBB pipeline
+// that fills host slots and copies them to device slots, and next(), which hands out the batches
+// in order. See loader.h for the contract; the pieces are:
+//   Planner     (epoch, samples consumed) → the next batch's positions, or an end-of-epoch mark
+//   Ring        host and device slots, their free lists; shared with the Batches handed out, so a
+//               Batch outliving its Loader still owns valid memory
+//   pipeline    plan (serial, in order) ▶ read + collate + mask (parallel) ▶ copy (serial, in order)
+//   ready queue batches (and end marks, and errors) waiting for next()
+#include "loader/loader.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <oneapi/tbb/parallel_pipeline.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include "common/error.h"
+#include "common/hash.h"
+#include "loader/device_copy.h"
+#include "loader/masking.h"
+#include "loader/source.h"
+
+namespace pretrain {
+
+size_t dtype_size(TensorDType dtype) {
+  switch (dtype) {
+    case TensorDType::u8: case TensorDType::i8: return 1;
+    case TensorDType::u16: return 2;
+    case TensorDType::i32: return 4;
+    case TensorDType::i64: return 8;
+  }
+  return 0;
+}
+
+const char* dtype_name(TensorDType dtype) {
+  switch (dtype) {
+    case TensorDType::u8: return "uint8";
+    case TensorDType::i8: return "int8";
+    case TensorDType::u16: return "uint16";
+    case TensorDType::i32: return "int32";
+    case TensorDType::i64: return "int64";
+  }
+  return "?";
+}
+
+template <typename T>
+T* Tensor::as() const {
+  constexpr TensorDType want = std::is_same_v<T, uint8_t> ? TensorDType::u8
+                               : std::is_same_v<T, int8_t> ? TensorDType::i8
+                               : std::is_same_v<T, uint16_t> ? TensorDType::u16
+                               : std::is_same_v<T, int32_t> ? TensorDType::i32
+                                                             : TensorDType::i64;
+  if (want != dtype) throw Error(cat("tensor holds ", dtype_name(dtype), ", not ", dtype_name(want)));
+  if (device >= 0) throw Error(cat("tensor is on cuda:", device, "; as<T>() reads host memory only"));
+  return static_cast<T*>(data);
+}
+template uint8_t* Tensor::as<uint8_t>() const;
+template int8_t* Tensor::as<int8_t>() const;
+template uint16_t* Tensor::as<uint16_t>() const;
+template int32_t* Tensor::as<int32_t>() const;
+template int64_t* Tensor::as<int64_t>() const;
+
+std::vector<std::pair<std::string, Tensor>> Batch::tensors() const {
+  if (kind == SampleKind::gpt) return {{"tokens", tokens}, {"targets", targets}};
+  return {{"input_ids", input_ids}, {"segment_ids", segment_ids}, {"input_mask", input_mask},
+          {"masked_lm_positions", masked_lm_positions}, {"masked_lm_ids", masked_lm_ids},
+          {"mlm_labels", mlm_labels}, {"next_sentence_labels", next_sentence_labels}};
+}
+
+std::string LoaderState::to_json() const {
+  return nlohmann::json{{"epoch", epoch}, {"consumed", consumed}, {"seed", hex64(seed)}, {"fingerprint", hex64(fingerprint)}}
+      .dump();
+}
+
+LoaderState LoaderState::from_json(const std::string& text) {
+  try {
+    const auto j = nlohmann::json::parse(text);
+    LoaderState s;
+    s.epoch = j.at("epoch").get<uint64_t>();
+    s.consumed = j.at("consumed").get<uint64_t>();
+    s.seed = parse_hex64(j.at("seed").get<std::string>());
+    s.fingerprint = parse_hex64(j.at("fingerprint").get<std::string>());
+    return s;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(cat("not a loader state (expected {\"epoch\", \"consumed\", \"seed\", \"fingerprint\"}): ", e.what()));
+  }
+}
+
+namespace {
+
+// One step of a rank's walk through the epochs.
+struct Plan {
+  uint64_t epoch = 0;
+  uint64_t index = 0;          // batch number within the epoch
+  uint64_t begin = 0, end = 0;  // positions of the epoch's order
+  uint64_t consumed = 0;       // the epoch's samples consumed (globally) once this batch is
+  bool end_of_epoch = false;   // a mark: the epoch is over (begin/end unused)
+  bool finished = false;       // past the last epoch: nothing more
+};
+
+// Global batch k of an epoch is positions [kG, (k+1)G), G = batch × world; rank r takes
+// [kG + rB, kG + (r+1)B). The tail (N mod G samples) is dropped, or with drop_last off split as
+// evenly as possible: rank r takes [KG + ⌊rR/w⌋, KG + ⌊(r+1)R/w⌋).
+class Planner {
+ public:
+  Planner(uint64_t samples, uint64_t batch, int rank, int world, bool drop_last, uint64_t epochs)
+      : n_(samples), b_(batch), g_(batch * uint64_t(world)), rank_(uint64_t(rank)), world_(uint64_t(world)),
+        drop_last_(drop_last), epochs_(epochs) {}
+
+  uint64_t epoch_end() const { return drop_last_ ? n_ / g_ * g_ : n_; }
+  uint64_t global_batch() const { return g_; }
+  uint64_t batches_per_epoch() const {
+    const uint64_t full = n_ / g_, tail = n_ - full * g_;
+    return full + (!drop_last_ && tail * (rank_ + 1) / world_ > tail * rank_ / world_ ? 1 : 0);
+  }
+
+  // Throws UsageError when `consumed` is not a point this walk passes through.
+  void seek(uint64_t epoch, uint64_t consumed) {
+    if (consumed > epoch_end() || (consumed % g_ != 0 && consumed != epoch_end()))
+      throw UsageError(cat("state: ", consumed, " samples consumed is not a batch boundary of an epoch of ", n_,
+                           " samples in global batches of ", g_));
+    epoch_ = epoch;
+    consumed_ = consumed;
+  }
+
+  Plan next() {
+    Plan p;
+    p.epoch = epoch_;
+    if (epochs_ && epoch_ >= epochs_) return p.finished = true, p;
+    const uint64_t full = n_ / g_;
+    if (consumed_ < full * g_) {
+      const uint64_t k = consumed_ / g_;
+      p.index = k;
+      p.begin = k * g_ + rank_ * b_;
+      p.end = p.begin + b_;
+      p.consumed = consumed_ += g_;
+      return p;
+    }
+    if (!drop_last_ && consumed_ < n_) {  // the tail
+      const uint64_t tail = n_ - full * g_;
+      p.index = full;
+      p.begin = full * g_ + tail * rank_ / world_;
+      p.end = full * g_ + tail * (rank_ + 1) / world_;
+      p.consumed = consumed_ = n_;
+      if (p.end > p.begin) return p;
+    }
+    p.end_of_epoch = true;
+    ++epoch_;
+    consumed_ = 0;
+    return p;
+  }
+
+ private:
+  uint64_t n_, b_, g_, rank_, world_;
+  bool drop_last_;
+  uint64_t epochs_;
+  uint64_t epoch_ = 0, consumed_ = 0;
+};
+
+int parse_device(const std::string& device) {
+  if (device == "cpu") return -1;
+  if (device == "cuda") return 0;
+  if (device.rfind("cuda:", 0) == 0) {
+    try {
+      size_t used = 0;
+      const int index = std::stoi(device.substr(5), &used);
+      if (used == device.size() - 5 && index >= 0) return index;
+    } catch (const std::exception&) {
+    }
+  }
+  throw UsageError(cat("device '", device, "': expected cpu, cuda or cuda:N"));
+}
+
+void check_config(const LoaderConfig& c) {
+  if (c.batch_size <= 0) throw UsageError(cat("batch_size must be positive, not ", c.batch_size));
+  if (c.world_size < 1) throw UsageError(cat("world_size must be at least 1, not ", c.world_size));
+  if (c.rank < 0 || c.rank >= c.world_size) throw UsageError(cat("rank ", c.rank, " is outside [0, ", c.world_size, ")"));
+  if (c.workers < 1) throw UsageError(cat("workers must be at least 1, not ", c.workers));
+  if (c.prefetch < 1) throw UsageError(cat("prefetch must be at least 1, not ", c.prefetch));
+  if (c.id_dtype != TensorDType::i32 && c.id_dtype != TensorDType::i64)
+    throw UsageError(cat("id_dtype must be int32 or int64, not ", dtype_name(c.id_dtype)));
+  if (c.kind == SampleKind::gpt && c.seq_len <= 0) throw UsageError("a GPT loader needs seq_len (tokens per sample)");
+  if (c.masking.enabled) {
+    if (c.kind != SampleKind::bert) throw UsageError("dynamic masking is for BERT loaders");
+    if (!(c.masking.probability > 0 && c.masking.probability <= 1))
+      throw UsageError(cat("masking probability must be in (0, 1], not ", c.masking.probability));
+    if (c.masking.max_predictions < 0) throw UsageError("masking max_predictions must not be negative");
+  }
+}
+
+}  // namespace
+
+// Host and device slots. Batches hold it through their lease, so it outlives the Loader if needed.
+struct Ring {
+  std::unique_ptr<DeviceBackend> backend;
+  std::vector<uint8_t*> host, device;
+  void* consumer_stream = nullptr;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<int> free_host, free_device;
+  int leased = 0;  // device slots held by the consumer's Batches
+
+  ~Ring() {
+    for (uint8_t* p : host) backend->free_host(p);
+    for (uint8_t* p : device) backend->free_device(p);
+  }
+  void release_device(int d) {
+    backend->consumed(d, consumer_stream);
+    std::lock_guard lock(mutex);
+    free_device.push_back(d);
+    --leased;
+    changed.notify_all();
+  }
+};
+
+namespace {
+
+struct SlotLease {
+  std::shared_ptr<Ring> ring;
+  int slot;
+  ~SlotLease() { ring->release_device(slot); }
+};
+
+// A batch moving through the pipeline.
+struct Work {
+  Plan plan;
+  int host_slot = -1;
+  std::exception_ptr error;
+};
+
+// What next() takes from the ready queue.
+struct Ready {
+  Plan plan;
+  int device_slot = -1;
+  std::exception_ptr error;
+};
+
+}  // namespace
+
+struct Loader::Impl {
+  LoaderConfig config;
+  tbb::task_arena arena;
+  std::unique_ptr<SampleSource> source;
+  SlotLayout slot;
+  OutputLayout out;
+  std::shared_ptr<Ring> ring;
+  std::optional<MaskingPlan> masking;
+  uint64_t fingerprint = 0;
+  int device = -1;
+
+  // Producer side (the pipeline thread).
+  std::thread thread;
+  Planner planner{1, 1, 0, 1, true, 0};
+  std::atomic<bool> stop{false};
+  bool planned_all = false;  // the planner said "finished": the plan stage ends the pipeline
+  std::atomic<int64_t> read_nanos{0};
+
+  // The ready queue, guarded by ring->mutex and signalled through ring->changed (one lock for all
+  // the hand-offs keeps the waits simple; none of them is hot).
+  std::deque<Ready> ready;
+  bool pipeline_done = false;
+
+  // Consumer side.
+  Planner consumer_view{1, 1, 0, 1, true, 0};  // only for batches_per_epoch()
+  LoaderState position;
+  bool finished = false;
+  std::exception_ptr failure;
+  LoaderStats stats;
+  std::chrono::steady_clock::time_point first_next{};
+  bool started_clock = false;
+  std::map<std::string, int64_t> special_ids;
+
+  explicit Impl(LoaderConfig c) : config(std::move(c)), arena(config.workers + 1, 1) {
+    check_config(config);
+    device = parse_device(config.device);
+    std::vector<ShardSet> sets = resolve_sources(config);
+    // Blends and sources run their background work in our arena.
+    if (config.kind == SampleKind::bert) {
+      BertSourceOptions o;
+      o.sets = std::move(sets);
+      o.seq_len = config.seq_len;
+      o.seed = config.seed;
+      o.shuffle = config.shuffle;
+      o.shuffle_window = config.shuffle_window;
+      o.background = [this](std::function<void()> task) { arena.enqueue(std::move(task)); };
+      source = make_bert_source(o);
+    } else {
+      GptSourceOptions o;
+      if (config.weights.empty() && sets.size() > 1) {  // one dataset over every source's files
+        ShardSet all = sets.front();
+        for (size_t i = 1; i < sets.size(); ++i) {
+          if (sets[i].format != all.format)
+            throw UsageError(Where{sets[i].origin}, cat("is '", sets[i].format, "' but ", all.origin, " is '", all.format,
+                                                        "': mixed formats need weights (a blend)"));
+          all.files.insert(all.files.end(), sets[i].files.begin(), sets[i].files.end());
+          if (!all.manifest) all.manifest = sets[i].manifest;
+        }
+        all.origin = "all sources";
+        sets = {std::move(all)};
+      }
+      o.sets = std::move(sets);
+      o.weights = config.weights;
+      o.seq_len = config.seq_len;
+      o.seed = config.seed;
+      o.shuffle = config.shuffle;
+      o.add_extra_token = config.add_extra_token;
+      o.samples_per_epoch = config.samples_per_epoch;
+      source = make_gpt_source(o);
+    }
+    special_ids = source->special_ids();
+    if (source->samples_per_epoch() == 0) throw Error(Where{config.sources.front()}, "the sources hold no samples");
+
+    int64_t predictions = source->max_predictions();
+    if (config.masking.enabled) masking = make_masking(predictions);
+    slot = SlotLayout::make(config.kind, config.batch_size, source->seq_len(), predictions, source->vocab_size(),
+                            config.narrow_tokens);
+
+    ring = std::make_shared<Ring>();
+    const int slots = config.prefetch;
+    ring->backend = device < 0 ? make_cpu_backend() : make_cuda_backend(device, slots, slots, config.pin_memory);
+    ring->consumer_stream = config.consumer_stream;
+    out = OutputLayout::make(slot, dtype_size(config.id_dtype), ring->backend->needs_staging());
+    for (int i = 0; i < slots; ++i) {
+      ring->host.push_back(ring->backend->alloc_host(slot.bytes));
+      ring->device.push_back(ring->backend->alloc_device(out.bytes));
+    }
+
+    std::string key = cat(hex64(source->fingerprint()), "|", int(config.kind), "|", config.batch_size * config.world_size, "|",
+                          config.drop_last, "|", config.masking.enabled);
+    if (masking) key += cat("|", masking->probability, "|", masking->max_predictions, "|", masking->mask_id);
+    fingerprint = xxh3_bytes(key.data(), key.size());
+    consumer_view = Planner(source->samples_per_epoch(), uint64_t(config.batch_size), config.rank, config.world_size,
+                            config.drop_last, config.epochs);
+    position = LoaderState{0, 0, config.seed, fingerprint};
+    start();
+  }
+
+  ~Impl() { halt(); }
+
+  MaskingPlan make_masking(int64_t& predictions) const {
+    const DynamicMasking& m = config.masking;
+    MaskingPlan plan;
+    plan.probability = m.probability;
+    plan.seed = config.seed;
+    plan.max_predictions = m.max_predictions > 0 ? m.max_predictions : predictions;
+    if (plan.max_predictions <= 0) throw UsageError("dynamic masking needs max_predictions (the shards have none)");
+    predictions = std::max(predictions, plan.max_predictions);
+    auto special = special_ids;
+    plan.vocab_size = m.vocab_size > 0 ? m.vocab_size : source->vocab_size();
+    if (plan.vocab_size <= 0) throw UsageError("dynamic masking needs vocab_size (no manifest tokenizer says it)");
+    plan.mask_id = m.mask_id >= 0 ? m.mask_id : special.count("[MASK]") ? special["[MASK]"] : -1;
+    if (plan.mask_id < 0 || plan.mask_id >= plan.vocab_size)
+      throw UsageError("dynamic masking needs mask_id (no [MASK] in the manifest's tokenizer)");
+    plan.special.assign(size_t(plan.vocab_size), false);
+    std::vector<int64_t> ids = m.special_ids;
+    if (ids.empty())
+      for (const auto& [name, id] : special) ids.push_back(id);
+    if (ids.empty()) throw UsageError("dynamic masking needs the special ids ([CLS], [SEP], [PAD], …): none given or in the manifest");
+    for (int64_t id : ids)
+      if (id >= 0 && id < plan.vocab_size) plan.special[size_t(id)] = true;
+    return plan;
+  }
+
+  // --- producer -------------------------------------------------------------------------------
+
+  void start() {
+    planner = Planner(source->samples_per_epoch(), uint64_t(config.batch_size), config.rank, config.world_size,
+                      config.drop_last, config.epochs);
+    planner.seek(position.epoch, position.consumed);
+    stop = false;
+    planned_all = false;
+    pipeline_done = false;
+    thread = std::thread([this] { run_pipeline(); });
+  }
+
+  // Stops the pipeline and waits for it; what it had made goes back to the free lists.
+  void halt() {
+    if (!thread.joinable()) return;
+    {
+      std::lock_guard lock(ring->mutex);
+      stop = true;
+      ring->changed.notify_all();
+    }
+    thread.join();
+    std::lock_guard lock(ring->mutex);
+    for (const Ready& r : ready)
+      if (r.device_slot >= 0) ring->free_device.push_back(r.device_slot);
+    ready.clear();
+    for (size_t h = 0; h < ring->host.size(); ++h) ring->backend->wait_host_free(int(h));
+  }
+
+  void run_pipeline() {
+    {
+      std::lock_guard lock(ring->mutex);
+      ring->free_host.clear();
+      for (int h = 0; h < int(ring->host.size()); ++h) ring->free_host.push_back(h);
+    }
+    try {
+      arena.execute([&] {
+        tbb::parallel_pipeline(
+            size_t(config.prefetch) + 1,
+            tbb::make_filter<void, Work*>(tbb::filter_mode::serial_in_order,
+                                          [&](tbb::flow_control& fc) { return plan_stage(fc); }) &
+                tbb::make_filter<Work*, Work*>(tbb::filter_mode::parallel, [&](Work* w) { return read_stage(w); }) &
+                tbb::make_filter<Work*, void>(tbb::filter_mode::serial_in_order, [&](Work* w) { copy_stage(w); }));
+      });
+    } catch (...) {
+      push(Ready{Plan{}, -1, std::current_exception()});
+    }
+    std::lock_guard lock(ring->mutex);
+    pipeline_done = true;
+    ring->changed.notify_all();
+  }
+
+  Work* plan_stage(tbb::flow_control& fc) {
+    if (stop || planned_all) return fc.stop(), nullptr;
+    Plan plan = planner.next();
+    auto work = std::make_unique<Work>();
+    work->plan = plan;
+    planned_all = plan.finished;
+    // Marks travel through the pipeline like batches, so they reach next() in order.
+    if (plan.end_of_epoch || plan.finished) return work.release();
+    {
+      std::unique_lock lock(ring->mutex);
+      ring->changed.wait(lock, [&] { return stop || !ring->free_host.empty(); });
+      if (stop) return fc.stop(), nullptr;
+      work->host_slot = ring->free_host.back();
+      ring->free_host.pop_back();
+    }
+    try {
+      ring->backend->wait_host_free(work->host_slot);
+      source->will_read(plan.epoch, plan.begin);
+    } catch (...) {
+      work->error = std::current_exception();
+    }
+    return work.release();
+  }
+
+  Work* read_stage(Work* w) {
+    if (w->plan.end_of_epoch || w->plan.finished || w->error || stop) return w;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      const HostRows rows(slot, ring->host[size_t(w->host_slot)]);
+      for (uint64_t pos = w->plan.begin; pos < w->plan.end; ++pos) {
+        const int64_t row = int64_t(pos - w->plan.begin);
+        source->read(w->plan.epoch, pos, rows, row);
+        if (masking) mask_row(*masking, rows, row, w->plan.epoch, source->sample_id(w->plan.epoch, pos));
+      }
+    } catch (...) {
+      w->error = std::current_exception();
+    }
+    read_nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    return w;
+  }
+
+  void copy_stage(Work* raw) {
+    std::unique_ptr<Work> w(raw);
+    auto give_back_host = [&] {
+      if (w->host_slot < 0) return;
+      std::lock_guard lock(ring->mutex);
+      ring->free_host.push_back(w->host_slot);
+      ring->changed.notify_all();
+    };
+    if (stop) return give_back_host();
+    if (w->error) {
+      give_back_host();
+      stop = true;  // nothing after a failed batch: next() rethrows and the loader stays failed
+      return push(Ready{w->plan, -1, w->error});
+    }
+    if (w->plan.end_of_epoch || w->plan.finished) return push(Ready{w->plan, -1, nullptr});
+    int d = -1;
+    {
+      std::unique_lock lock(ring->mutex);
+      ring->changed.wait(lock, [&] { return stop || !ring->free_device.empty(); });
+      if (stop) {
+        lock.unlock();
+        return give_back_host();
+      }
+      d = ring->free_device.back();
+      ring->free_device.pop_back();
+    }
+    Ready r{w->plan, d, nullptr};
+    try {
+      CopyJob job;
+      job.slot = &slot;
+      job.out = &out;
+      job.rows = int64_t(w->plan.end - w->plan.begin);
+      job.host_slot = w->host_slot;
+      job.device_slot = d;
+      job.host = ring->host[size_t(w->host_slot)];
+      job.device = ring->device[size_t(d)];
+      ring->backend->copy(job);
+    } catch (...) {
+      std::lock_guard lock(ring->mutex);
+      ring->free_device.push_back(d);
+      r = Ready{w->plan, -1, std::current_exception()};
+      stop = true;
+    }
+    give_back_host();
+    push(std::move(r));
+  }
+
+  void push(Ready r) {
+    std::lock_guard lock(ring->mutex);
+    ready.push_back(std::move(r));
+    ring->changed.notify_all();
+  }
+
+  // --- consumer -------------------------------------------------------------------------------
+
+  std::optional<Batch> next() {
+    if (failure) std::rethrow_exception(failure);
+    if (finished) return std::nullopt;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!started_clock) first_next = t0, started_clock = true;
+    Ready r;
+    {
+      std::unique_lock lock(ring->mutex);
+      ring->changed.wait(lock, [&] {
+        return !ready.empty() || pipeline_done || ring->leased == int(ring->device.size());
+      });
+      if (ready.empty()) {
+        if (ring->leased == int(ring->device.size()))
+          throw Error(cat("all ", ring->device.size(), " batch slots are still held by earlier Batches: release them "
+                          "(or copy what you keep) before asking for the next, or raise prefetch"));
+        throw Error("internal: the loader's pipeline ended without a reason");
+      }
+      r = std::move(ready.front());
+      ready.pop_front();
+      if (r.device_slot >= 0) ++ring->leased;
+    }
+    stats.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r.error) {
+      failure = r.error;
+      std::rethrow_exception(failure);
+    }
+    if (r.plan.finished) {
+      finished = true;
+      return std::nullopt;
+    }
+    if (r.plan.end_of_epoch) {
+      position.epoch = r.plan.epoch + 1;
+      position.consumed = 0;
+      if (config.epochs && position.epoch >= config.epochs) finished = true;
+      return std::nullopt;
+    }
+    ring->backend->wait_ready(r.device_slot, config.consumer_stream);
+    Batch b = make_batch(r);
+    position.epoch = r.plan.epoch;
+    position.consumed = r.plan.consumed;
+    stats.batches += 1;
+    stats.samples += uint64_t(b.size);
+    return b;
+  }
+
+  Batch make_batch(const Ready& r) {
+    Batch b;
+    b.size = int64_t(r.plan.end - r.plan.begin);
+    b.epoch = r.plan.epoch;
+    b.index = r.plan.index;
+    b.kind = config.kind;
+    uint8_t* base = ring->device[size_t(r.device_slot)];
+    const int64_t s = slot.seq_len, p = slot.max_predictions;
+    auto tensor = [&](size_t offset, int64_t cols) {
+      Tensor t;
+      t.data = base + offset;
+      t.dtype = config.id_dtype;
+      t.ndim = cols > 0 ? 2 : 1;
+      t.shape = {b.size, cols > 0 ? cols : 0};
+      t.device = device;
+      return t;
+    };
+    if (config.kind == SampleKind::bert) {
+      b.input_ids = tensor(out.input_ids, s);
+      b.segment_ids = tensor(out.segment_ids, s);
+      b.input_mask = tensor(out.input_mask, s);
+      b.masked_lm_positions = tensor(out.masked_lm_positions, p);
+      b.masked_lm_ids = tensor(out.masked_lm_ids, p);
+      b.mlm_labels = tensor(out.mlm_labels, s);
+      b.next_sentence_labels = tensor(out.next_sentence_labels, 0);
+    } else {
+      b.tokens = tensor(out.tokens, s);
+      b.targets = tensor(out.targets, s);
+    }
+    b.lease = std::make_shared<SlotLease>(SlotLease{ring, r.device_slot});
+    return b;
+  }
+
+  void restore(const LoaderState& s) {
+    if (s.seed != config.seed)
+      throw UsageError(cat("state was taken with seed ", s.seed, ", this loader has seed ", config.seed));
+    if (s.fingerprint != fingerprint)
+      throw UsageError("state was taken from a loader over other shards or with another global batch, drop_last or "
+                       "masking (fingerprints differ)");
+    Planner check = consumer_view;
+    check.seek(s.epoch, s.consumed);  // throws when it is not a batch boundary
+    halt();
+    position = s;
+    finished = config.epochs && s.epoch >= config.epochs;
+    failure = nullptr;
+    start();
+  }
+
+  LoaderStats get_stats() const {
+    LoaderStats s = stats;
+    if (started_clock) s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - first_next).count();
+    if (s.seconds > 0) s.samples_per_second = double(s.samples) / s.seconds;
+    if (s.batches > 0) s.wait_ms_per_batch = s.wait_seconds * 1e3 / double(s.batches);
+    s.read_seconds = double(read_nanos.load()) * 1e-9;
+    return s;
+  }
+};
+
+Loader::Loader(LoaderConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+Loader::~Loader() = default;
+std::optional<Batch> Loader::next() { return impl_->next(); }
+LoaderState Loader::state() const { return impl_->position; }
+void Loader::restore(const LoaderState& state) { impl_->restore(state); }
+LoaderStats Loader::stats() const { return impl_->get_stats(); }
+const LoaderConfig& Loader::config() const { return impl_->config; }
+int64_t Loader::seq_len() const { return impl_->slot.seq_len; }
+int64_t Loader::max_predictions() const { return impl_->slot.max_predictions; }
+int64_t Loader::vocab_size() const { return impl_->source->vocab_size(); }
+uint64_t Loader::samples_per_epoch() const { return impl_->source->samples_per_epoch(); }
+uint64_t Loader::batches_per_epoch() const { return impl_->consumer_view.batches_per_epoch(); }
+const std::map<std::string, int64_t>& Loader::special_ids() const { return impl_->special_ids; }
+
+}  // namespace pretrain

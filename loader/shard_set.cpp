@@ -1,0 +1,129 @@
+// LoaderConfig::sources → files. A manifest is the preferred entry: it says what the files are
+// and what tokenizer made them (the vocabulary size lets ids travel as uint16), and it is checked
+// against the files before a batch is read, so a wrong or half-written directory fails at once.
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "common/error.h"
+#include "common/file.h"
+#include "common/manifest.h"
+#include "formats/megatron.h"
+#include "loader/source.h"
+
+namespace pretrain {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool format_fits(const std::string& format, SampleKind kind) {
+  return kind == SampleKind::bert ? format == kFormatBertHdf5 : format == kFormatMegatron || format == kFormatLlmc;
+}
+
+const char* kind_name(SampleKind kind) { return kind == SampleKind::bert ? "bert" : "gpt"; }
+
+ShardSet from_manifest(const std::string& origin, const std::string& manifest_path, const LoaderConfig& config) {
+  ShardSet set;
+  set.origin = origin;
+  Manifest m = Manifest::read(manifest_path);
+  const std::string dir = dir_name(manifest_path);
+  if (!m.complete)
+    throw Error(Where{manifest_path}, "the manifest is marked incomplete: the run that writes these shards has not "
+                                      "finished (or was interrupted; rerun it with --resume)");
+  if (!format_fits(m.format, config.kind))
+    throw Error(Where{manifest_path}, cat("the shards are '", m.format, "', which a ", kind_name(config.kind),
+                                          " loader does not read"));
+  if (m.shards.empty()) throw Error(Where{manifest_path}, "the manifest lists no shards");
+  if (config.verify_checksums) {
+    auto problems = verify_manifest(m, dir);
+    if (!problems.empty())
+      throw Error(Where{problems.front().file}, problems.front().message + " (checked against " + manifest_path + ")");
+  }
+  for (const ShardEntry& e : m.shards) {
+    const std::string path = path_join(dir, e.file);
+    if (!file_exists(path)) throw Error(Where{path}, "listed in " + manifest_path + " but missing");
+    const uint64_t size = file_size(path);
+    if (size != e.bytes)
+      throw Error(Where{path}, cat("is ", size, " bytes, but ", manifest_path, " says ", e.bytes,
+                                   " (changed or truncated since it was written)"));
+    set.files.push_back(m.format == kFormatMegatron ? megatron_prefix(path) : path);
+  }
+  set.format = m.format;
+  set.manifest = std::move(m);
+  return set;
+}
+
+// A file named directly or by a glob: its format from its name (and, for .bin, its neighbour).
+std::string format_of(const std::string& path) {
+  if (ends_with(path, ".hdf5") || ends_with(path, ".h5")) return kFormatBertHdf5;
+  if (ends_with(path, ".idx")) return kFormatMegatron;
+  if (ends_with(path, ".bin")) return file_exists(megatron_idx_path(megatron_prefix(path))) ? kFormatMegatron : kFormatLlmc;
+  if (file_exists(megatron_idx_path(path)) && file_exists(megatron_bin_path(path))) return kFormatMegatron;  // a prefix
+  return "";
+}
+
+ShardSet from_files(const std::string& origin, const LoaderConfig& config) {
+  ShardSet set;
+  set.origin = origin;
+  std::vector<std::string> paths;
+  std::error_code ec;
+  if (!fs::is_directory(origin, ec) && !fs::exists(origin, ec) && file_exists(megatron_idx_path(origin)))
+    paths.push_back(origin);  // a Megatron prefix
+  else
+    paths = expand_inputs({origin}, fs::is_directory(origin, ec) && config.kind == SampleKind::bert ? ".hdf5" : "");
+  std::set<std::string> seen;
+  for (const std::string& path : paths) {
+    const std::string format = format_of(path);
+    if (format.empty()) {
+      if (fs::is_directory(origin, ec)) continue;  // other files in a shard directory
+      throw Error(Where{path}, "not a shard: expected .hdf5/.h5 (BERT), a Megatron .bin/.idx pair or an llm.c .bin");
+    }
+    if (!format_fits(format, config.kind))
+      throw Error(Where{path}, cat("is a '", format, "' shard, which a ", kind_name(config.kind), " loader does not read"));
+    if (!set.format.empty() && format != set.format)
+      throw UsageError(Where{origin}, cat("mixes '", set.format, "' and '", format, "' shards; give them as separate sources"));
+    set.format = format;
+    const std::string file = format == kFormatMegatron ? megatron_prefix(path) : path;
+    if (seen.insert(file).second) set.files.push_back(file);
+  }
+  if (set.files.empty()) throw UsageError(Where{origin}, cat("holds no ", kind_name(config.kind), " shards"));
+  // A manifest beside the files that lists all of them lends its tokenizer (vocabulary size, ids).
+  const std::string beside = path_join(dir_name(set.files.front()), kManifestName);
+  if (file_exists(beside)) {
+    try {
+      Manifest m = Manifest::read(beside);
+      std::set<std::string> listed;
+      for (const ShardEntry& e : m.shards)
+        listed.insert(m.format == kFormatMegatron ? megatron_prefix(path_join(dir_name(beside), e.file))
+                                                  : path_join(dir_name(beside), e.file));
+      bool all = m.format == set.format;
+      for (const std::string& f : set.files) all = all && listed.count(f);
+      if (all) set.manifest = std::move(m);
+    } catch (const Error&) {
+      // An unreadable neighbour is not this entry's problem: the files were named directly.
+    }
+  }
+  return set;
+}
+
+}  // namespace
+
+std::vector<ShardSet> resolve_sources(const LoaderConfig& config) {
+  if (config.sources.empty()) throw UsageError("no shard sources given");
+  std::vector<ShardSet> sets;
+  for (const std::string& origin : config.sources) {
+    std::error_code ec;
+    if (ends_with(origin, ".json")) sets.push_back(from_manifest(origin, origin, config));
+    else if (fs::is_directory(origin, ec) && file_exists(path_join(origin, kManifestName)))
+      sets.push_back(from_manifest(origin, path_join(origin, kManifestName), config));
+    else sets.push_back(from_files(origin, config));
+  }
+  return sets;
+}
+
+}  // namespace pretrain

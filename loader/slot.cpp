@@ -1,0 +1,139 @@
+// The host slot's layout, and HostRows: the one place where sample fields are narrowed to the
+// slot's types, so a bad id is caught here whatever source it came from.
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+#include "loader/source.h"
+
+namespace pretrain {
+
+namespace {
+
+size_t align64(size_t n) { return (n + 63) & ~size_t(63); }
+
+[[noreturn]] void bad_value(const char* what, int64_t value, const std::string& expected) {
+  throw Error(std::string(what) + " " + std::to_string(value) + ": expected " + expected);
+}
+
+}  // namespace
+
+SlotLayout SlotLayout::make(SampleKind kind, int64_t batch_size, int64_t seq_len,
+                            int64_t max_predictions, int64_t vocab_size, bool narrow_tokens) {
+  if (batch_size <= 0) throw UsageError("batch size must be positive, not " + std::to_string(batch_size));
+  if (seq_len <= 0) throw UsageError("sequence length must be positive, not " + std::to_string(seq_len));
+  if (kind == SampleKind::bert && (max_predictions < 0 || max_predictions > seq_len))
+    throw UsageError("max_predictions " + std::to_string(max_predictions) + " must be in [0, seq_len]");
+  if (kind == SampleKind::bert && seq_len > 65535)
+    throw UsageError("BERT seq_len " + std::to_string(seq_len) + " is over 65535 (positions travel as uint16)");
+  SlotLayout l;
+  l.kind = kind;
+  l.batch_size = batch_size;
+  l.seq_len = seq_len;
+  l.max_predictions = kind == SampleKind::bert ? max_predictions : 0;
+  l.vocab_size = vocab_size;
+  l.token_dtype = narrow_tokens && vocab_size > 0 && vocab_size <= 65536 ? TensorDType::u16 : TensorDType::i32;
+  const size_t tok = dtype_size(l.token_dtype);
+  const size_t bs = size_t(batch_size), s = size_t(seq_len), p = size_t(l.max_predictions);
+  size_t at = 0;
+  auto take = [&](size_t bytes) { size_t here = at; at += align64(bytes); return here; };
+  if (kind == SampleKind::bert) {
+    l.input_ids = take(bs * s * tok);
+    l.segment_ids = take(bs * s);
+    l.input_mask = take(bs * s);
+    l.masked_lm_positions = take(bs * p * 2);
+    l.masked_lm_ids = take(bs * p * tok);
+    l.next_sentence_labels = take(bs);
+  } else {
+    l.tokens = take(bs * (s + 1) * tok);
+  }
+  l.bytes = at;
+  return l;
+}
+
+namespace {
+
+// Writes ids into a token array of the slot (uint16 or int32), checking each against the vocabulary.
+template <typename Src>
+void store_ids(const SlotLayout& l, uint8_t* dst_base, int64_t index, const Src* src, size_t count) {
+  const int64_t limit = l.vocab_size > 0 ? l.vocab_size : (l.token_dtype == TensorDType::u16 ? 65536 : INT32_MAX + int64_t(1));
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t v = int64_t(src[i]);
+    if (v < 0 || v >= limit)
+      bad_value("token id", v, l.vocab_size > 0 ? "an id below the vocabulary size " + std::to_string(l.vocab_size)
+                                                : "a non-negative id that fits int32");
+  }
+  if (l.token_dtype == TensorDType::u16) {
+    uint16_t* dst = reinterpret_cast<uint16_t*>(dst_base) + index;
+    for (size_t i = 0; i < count; ++i) dst[i] = uint16_t(src[i]);
+  } else {
+    int32_t* dst = reinterpret_cast<int32_t*>(dst_base) + index;
+    for (size_t i = 0; i < count; ++i) dst[i] = int32_t(src[i]);
+  }
+}
+
+}  // namespace
+
+void HostRows::put_bert(int64_t row, const int32_t* input_ids, const int8_t* segment_ids,
+                        const int8_t* input_mask, const int32_t* masked_lm_positions,
+                        const int32_t* masked_lm_ids, int64_t predictions, int8_t next_sentence_label) const {
+  const SlotLayout& l = layout_;
+  const int64_t s = l.seq_len, p = predictions;
+  if (p > l.max_predictions)
+    throw Error(cat("internal: ", p, " predictions for a slot of ", l.max_predictions));
+  store_ids(l, base_ + l.input_ids, row * s, input_ids, size_t(s));
+  uint8_t* seg = base_ + l.segment_ids + row * s;
+  uint8_t* mask = base_ + l.input_mask + row * s;
+  for (int64_t i = 0; i < s; ++i) {
+    if (segment_ids[i] < 0) bad_value("segment id", segment_ids[i], "0 or more");
+    if (input_mask[i] != 0 && input_mask[i] != 1) bad_value("input_mask value", input_mask[i], "0 or 1");
+    seg[i] = uint8_t(segment_ids[i]);
+    mask[i] = uint8_t(input_mask[i]);
+  }
+  uint16_t* pos = array<uint16_t>(l.masked_lm_positions) + row * l.max_predictions;
+  for (int64_t i = 0; i < p; ++i) {
+    if (masked_lm_positions[i] < 0 || masked_lm_positions[i] >= s)
+      bad_value("masked_lm_position", masked_lm_positions[i], "a position in [0, " + std::to_string(s) + ")");
+    pos[i] = uint16_t(masked_lm_positions[i]);
+  }
+  store_ids(l, base_ + l.masked_lm_ids, row * l.max_predictions, masked_lm_ids, size_t(p));
+  const size_t pad = size_t(l.max_predictions - p), tok = dtype_size(l.token_dtype);
+  std::memset(pos + p, 0, pad * 2);
+  std::memset(base_ + l.masked_lm_ids + size_t(row * l.max_predictions + p) * tok, 0, pad * tok);
+  if (next_sentence_label != 0 && next_sentence_label != 1)
+    bad_value("next_sentence_label", next_sentence_label, "0 or 1");
+  base_[l.next_sentence_labels + size_t(row)] = uint8_t(next_sentence_label);
+}
+
+void HostRows::put_tokens(int64_t row, int64_t column, const uint32_t* tokens, size_t count) const {
+  if (column < 0 || column + int64_t(count) > layout_.token_row())
+    throw Error("internal: tokens [" + std::to_string(column) + ", " + std::to_string(column + int64_t(count)) +
+                ") outside a row of " + std::to_string(layout_.token_row()));
+  store_ids(layout_, base_ + layout_.tokens, row * layout_.token_row() + column, tokens, count);
+}
+
+void HostRows::put_tokens(int64_t row, int64_t column, const uint16_t* tokens, size_t count) const {
+  if (column < 0 || column + int64_t(count) > layout_.token_row())
+    throw Error("internal: tokens [" + std::to_string(column) + ", " + std::to_string(column + int64_t(count)) +
+                ") outside a row of " + std::to_string(layout_.token_row()));
+  store_ids(layout_, base_ + layout_.tokens, row * layout_.token_row() + column, tokens, count);
+}
+
+void HostRows::put_tokens(int64_t row, int64_t column, const TokenSpan& tokens) const {
+  if (column < 0 || column + int64_t(tokens.size) > layout_.token_row())
+    throw Error("internal: tokens [" + std::to_string(column) + ", " + std::to_string(column + int64_t(tokens.size)) +
+                ") outside a row of " + std::to_string(layout_.token_row()));
+  uint8_t* base = base_ + layout_.tokens;
+  const int64_t at = row * layout_.token_row() + column;
+  switch (tokens.dtype) {
+    case MegatronDType::u8: store_ids(layout_, base, at, static_cast<const uint8_t*>(tokens.data), tokens.size); break;
+    case MegatronDType::i8: store_ids(layout_, base, at, static_cast<const int8_t*>(tokens.data), tokens.size); break;
+    case MegatronDType::i16: store_ids(layout_, base, at, static_cast<const int16_t*>(tokens.data), tokens.size); break;
+    case MegatronDType::u16: store_ids(layout_, base, at, static_cast<const uint16_t*>(tokens.data), tokens.size); break;
+    case MegatronDType::i32: store_ids(layout_, base, at, static_cast<const int32_t*>(tokens.data), tokens.size); break;
+    case MegatronDType::i64: store_ids(layout_, base, at, static_cast<const int64_t*>(tokens.data), tokens.size); break;
+    default: throw Error(std::string("token dtype ") + megatron_dtype_name(tokens.dtype) + " is not an integer type");
+  }
+}
+
+}  // namespace pretrain
