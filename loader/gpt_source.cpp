@@ -170,7 +170,7 @@ class MegatronDataset final : public GptDataset {
     try {
       out.put_tokens(row, column, reader.sequence(local).sub(size_t(offset), size_t(length)));
     } catch (const Error& e) {
-      throw Error(Where::at_record(reader.bin_path(), int64_t(local)), cat("sequence ", local, ": ", e.what()));
+      throw Error(Where::at_record(reader.bin_path(), int64_t(local)), e.what());  // record = sequence
     }
   }
 

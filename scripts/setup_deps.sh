@@ -55,6 +55,14 @@ if [[ -s $req ]] && grep -qv '^\s*#' "$req"; then
   else
     echo "setup_deps: .venv up to date"
   fi
+  nodeps=scripts/requirements-venv-nodeps.txt
+  stamp=.venv/.requirements-nodeps.sha
+  want=$(sha256sum "$nodeps" | cut -c1-64)
+  if [[ -s $nodeps && ( ! -f $stamp || $(cat "$stamp") != "$want" ) ]]; then
+    echo "setup_deps: pip install --no-deps -r $nodeps into .venv"
+    .venv/bin/python -m pip install -q --no-deps -r "$nodeps"
+    echo "$want" > "$stamp"
+  fi
 fi
 
 if [[ -x /usr/local/cuda/bin/nvcc ]]; then

@@ -298,7 +298,7 @@ TEST(GptSource, ManifestGivesVocabularyAndIdsAreChecked) {
   auto source = make_gpt_source(o);
   EXPECT_EQ(source->vocab_size(), 100);
   EXPECT_EQ(source->special_ids(), (std::map<std::string, int64_t>{{"eod", 99}}));
-  // A sample with an id >= 100 fails naming the .bin and the sequence.
+  // A sample with an id >= 100 fails naming the .bin and the sequence (its record).
   bool failed = false;
   for (uint64_t p = 0; p < source->samples_per_epoch() && !failed; ++p) {
     try {
@@ -306,7 +306,7 @@ TEST(GptSource, ManifestGivesVocabularyAndIdsAreChecked) {
     } catch (const Error& e) {
       failed = true;
       EXPECT_NE(std::string(e.what()).find(dir.file("a.bin")), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("sequence"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("record"), std::string::npos) << e.what();
     }
   }
   EXPECT_TRUE(failed);
