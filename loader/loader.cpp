@@ -1,10 +1,10 @@
-// The Loader: a planner that cuts each epoch's order into this rank's batches, a oneTBB pipeline
-// that fills host slots and copies them to device slots, and next(), which hands out the batches
-// in order. See loader.h for the contract; the pieces are:
+// The Loader: a planner that cuts each epoch's order into this rank's batches, a driver thread
+// that reads them with oneTBB into host slots and copies them to device slots, and next(), which
+// hands out the batches in order. See loader.h for the contract; the pieces are:
 //   Planner     (epoch, samples consumed) → the next batch's positions, or an end-of-epoch mark
 //   Ring        host and device slots, their free lists; shared with the Batches handed out, so a
 //               Batch outliving its Loader still owns valid memory
-//   pipeline    plan (serial, in order) ▶ read + collate + mask (parallel) ▶ copy (serial, in order)
+//   driver      plan into free host slots ▶ read + collate + mask (parallel_for) ▶ copy in order
 //   ready queue batches (and end marks, and errors) waiting for next()
 #include "loader/loader.h"
 
@@ -16,7 +16,8 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
-#include <oneapi/tbb/parallel_pipeline.h>
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include "common/error.h"
@@ -222,16 +223,24 @@ struct Ring {
 
 namespace {
 
-struct SlotLease {
-  std::shared_ptr<Ring> ring;
-  int slot;
-  ~SlotLease() { ring->release_device(slot); }
+// Gives device slot `slot` back when the last copy of the Batch holding it goes.
+class SlotLease {
+ public:
+  SlotLease(std::shared_ptr<Ring> ring, int slot) : ring_(std::move(ring)), slot_(slot) {}
+  ~SlotLease() { ring_->release_device(slot_); }
+  SlotLease(const SlotLease&) = delete;
+  SlotLease& operator=(const SlotLease&) = delete;
+
+ private:
+  std::shared_ptr<Ring> ring_;
+  int slot_;
 };
 
-// A batch moving through the pipeline.
+// A batch (or a mark) on its way: planned into a host slot, read, then copied.
 struct Work {
   Plan plan;
   int host_slot = -1;
+  bool read = false;
   std::exception_ptr error;
 };
 
@@ -255,11 +264,11 @@ struct Loader::Impl {
   uint64_t fingerprint = 0;
   int device = -1;
 
-  // Producer side (the pipeline thread).
+  // Producer side (the driver thread).
   std::thread thread;
   Planner planner{1, 1, 0, 1, true, 0};
   std::atomic<bool> stop{false};
-  bool planned_all = false;  // the planner said "finished": the plan stage ends the pipeline
+  bool planned_all = false;  // the planner said "finished": the driver ends once it is out
   std::atomic<int64_t> read_nanos{0};
 
   // The ready queue, guarded by ring->mutex and signalled through ring->changed (one lock for all
@@ -330,6 +339,7 @@ struct Loader::Impl {
     for (int i = 0; i < slots; ++i) {
       ring->host.push_back(ring->backend->alloc_host(slot.bytes));
       ring->device.push_back(ring->backend->alloc_device(out.bytes));
+      ring->free_device.push_back(i);
     }
 
     std::string key = cat(hex64(source->fingerprint()), "|", int(config.kind), "|", config.batch_size * config.world_size, "|",
@@ -377,10 +387,10 @@ struct Loader::Impl {
     stop = false;
     planned_all = false;
     pipeline_done = false;
-    thread = std::thread([this] { run_pipeline(); });
+    thread = std::thread([this] { run_driver(); });
   }
 
-  // Stops the pipeline and waits for it; what it had made goes back to the free lists.
+  // Stops the driver and waits for it; what it had made goes back to the free lists.
   void halt() {
     if (!thread.joinable()) return;
     {
@@ -396,115 +406,152 @@ struct Loader::Impl {
     for (size_t h = 0; h < ring->host.size(); ++h) ring->backend->wait_host_free(int(h));
   }
 
-  void run_pipeline() {
+  // The driver: one thread of ours that plans, hands reads to oneTBB and copies in order. Only
+  // this thread ever waits for a slot: a oneTBB task that blocked would hold a worker that every
+  // arena in the process shares (two loaders on two cores would starve each other).
+  void run_driver() {
     {
       std::lock_guard lock(ring->mutex);
       ring->free_host.clear();
       for (int h = 0; h < int(ring->host.size()); ++h) ring->free_host.push_back(h);
     }
+    std::deque<Work> pending;  // planned, in order: reading, read, or marks
     try {
-      arena.execute([&] {
-        tbb::parallel_pipeline(
-            size_t(config.prefetch) + 1,
-            tbb::make_filter<void, Work*>(tbb::filter_mode::serial_in_order,
-                                          [&](tbb::flow_control& fc) { return plan_stage(fc); }) &
-                tbb::make_filter<Work*, Work*>(tbb::filter_mode::parallel, [&](Work* w) { return read_stage(w); }) &
-                tbb::make_filter<Work*, void>(tbb::filter_mode::serial_in_order, [&](Work* w) { copy_stage(w); }));
-      });
+      while (!stop) {
+        bool progressed = copy_ready(pending);
+        progressed |= plan_more(pending);
+        progressed |= read_planned(pending);
+        if (pending.empty() && planned_all) break;
+        if (!progressed) {  // every slot is full: wait for the consumer to release one
+          std::unique_lock lock(ring->mutex);
+          ring->changed.wait(lock, [&] { return stop || !ring->free_device.empty(); });
+        }
+      }
     } catch (...) {
       push(Ready{Plan{}, -1, std::current_exception()});
     }
     std::lock_guard lock(ring->mutex);
+    for (const Work& w : pending)
+      if (w.host_slot >= 0) ring->free_host.push_back(w.host_slot);
     pipeline_done = true;
     ring->changed.notify_all();
   }
 
-  Work* plan_stage(tbb::flow_control& fc) {
-    if (stop || planned_all) return fc.stop(), nullptr;
-    Plan plan = planner.next();
-    auto work = std::make_unique<Work>();
-    work->plan = plan;
-    planned_all = plan.finished;
-    // Marks travel through the pipeline like batches, so they reach next() in order.
-    if (plan.end_of_epoch || plan.finished) return work.release();
-    {
-      std::unique_lock lock(ring->mutex);
-      ring->changed.wait(lock, [&] { return stop || !ring->free_host.empty(); });
-      if (stop) return fc.stop(), nullptr;
-      work->host_slot = ring->free_host.back();
-      ring->free_host.pop_back();
+  // Plans batches into free host slots (marks need none), at most prefetch + 2 items ahead.
+  bool plan_more(std::deque<Work>& pending) {
+    bool planned = false;
+    while (!stop && !planned_all && pending.size() < ring->host.size() + 2) {
+      int h = -1;
+      {
+        std::lock_guard lock(ring->mutex);
+        if (ring->free_host.empty()) break;
+        h = ring->free_host.back();
+        ring->free_host.pop_back();
+      }
+      Work w;
+      w.plan = planner.next();
+      planned = true;
+      planned_all = w.plan.finished;
+      if (w.plan.end_of_epoch || w.plan.finished) {
+        std::lock_guard lock(ring->mutex);
+        ring->free_host.push_back(h);
+      } else {
+        w.host_slot = h;
+        try {
+          ring->backend->wait_host_free(h);
+          source->will_read(w.plan.epoch, w.plan.begin);
+        } catch (...) {
+          w.error = std::current_exception();
+        }
+      }
+      pending.push_back(std::move(w));
     }
-    try {
-      ring->backend->wait_host_free(work->host_slot);
-      source->will_read(plan.epoch, plan.begin);
-    } catch (...) {
-      work->error = std::current_exception();
-    }
-    return work.release();
+    return planned;
   }
 
-  Work* read_stage(Work* w) {
-    if (w->plan.end_of_epoch || w->plan.finished || w->error || stop) return w;
+  // Reads every planned batch not read yet, all rows of all of them in one parallel_for (the
+  // driver thread joins the arena's workers).
+  bool read_planned(std::deque<Work>& pending) {
+    std::vector<Work*> todo;
+    for (Work& w : pending)
+      if (w.host_slot >= 0 && !w.read && !w.error) todo.push_back(&w);
+    if (todo.empty()) return false;
+    std::vector<uint64_t> first_row{0};  // prefix sums of rows over todo
+    for (Work* w : todo) first_row.push_back(first_row.back() + (w->plan.end - w->plan.begin));
+    std::mutex error_mutex;
     const auto t0 = std::chrono::steady_clock::now();
-    try {
-      const HostRows rows(slot, ring->host[size_t(w->host_slot)]);
-      for (uint64_t pos = w->plan.begin; pos < w->plan.end; ++pos) {
-        const int64_t row = int64_t(pos - w->plan.begin);
-        source->read(w->plan.epoch, pos, rows, row);
-        if (masking) mask_row(*masking, rows, row, w->plan.epoch, source->sample_id(w->plan.epoch, pos));
-      }
-    } catch (...) {
-      w->error = std::current_exception();
-    }
+    arena.execute([&] {
+      tbb::parallel_for(tbb::blocked_range<uint64_t>(0, first_row.back(), 4), [&](const tbb::blocked_range<uint64_t>& r) {
+        for (uint64_t i = r.begin(); i < r.end(); ++i) {
+          const size_t k = size_t(std::upper_bound(first_row.begin(), first_row.end(), i) - first_row.begin() - 1);
+          Work& w = *todo[k];
+          const int64_t row = int64_t(i - first_row[k]);
+          const uint64_t pos = w.plan.begin + uint64_t(row);
+          try {
+            const HostRows rows(slot, ring->host[size_t(w.host_slot)]);
+            source->read(w.plan.epoch, pos, rows, row);
+            if (masking) mask_row(*masking, rows, row, w.plan.epoch, source->sample_id(w.plan.epoch, pos));
+          } catch (...) {
+            std::lock_guard lock(error_mutex);
+            if (!w.error) w.error = std::current_exception();
+          }
+        }
+      });
+    });
     read_nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
-    return w;
+    for (Work* w : todo) w->read = true;
+    return true;
   }
 
-  void copy_stage(Work* raw) {
-    std::unique_ptr<Work> w(raw);
-    auto give_back_host = [&] {
-      if (w->host_slot < 0) return;
-      std::lock_guard lock(ring->mutex);
-      ring->free_host.push_back(w->host_slot);
-      ring->changed.notify_all();
-    };
-    if (stop) return give_back_host();
-    if (w->error) {
-      give_back_host();
-      stop = true;  // nothing after a failed batch: next() rethrows and the loader stays failed
-      return push(Ready{w->plan, -1, w->error});
-    }
-    if (w->plan.end_of_epoch || w->plan.finished) return push(Ready{w->plan, -1, nullptr});
-    int d = -1;
-    {
-      std::unique_lock lock(ring->mutex);
-      ring->changed.wait(lock, [&] { return stop || !ring->free_device.empty(); });
-      if (stop) {
-        lock.unlock();
-        return give_back_host();
+  // Copies read batches to device slots in order, as far as free device slots allow.
+  bool copy_ready(std::deque<Work>& pending) {
+    bool copied = false;
+    while (!pending.empty() && !stop) {
+      Work& w = pending.front();
+      if (w.error) {
+        push(Ready{w.plan, -1, w.error});
+        stop = true;  // nothing after a failed batch: next() rethrows and the loader stays failed
+        return true;
       }
-      d = ring->free_device.back();
-      ring->free_device.pop_back();
-    }
-    Ready r{w->plan, d, nullptr};
-    try {
+      if (w.plan.end_of_epoch || w.plan.finished) {
+        push(Ready{w.plan, -1, nullptr});
+        pending.pop_front();
+        copied = true;
+        continue;
+      }
+      if (!w.read) break;
+      int d = -1;
+      {
+        std::lock_guard lock(ring->mutex);
+        if (ring->free_device.empty()) break;
+        d = ring->free_device.back();
+        ring->free_device.pop_back();
+      }
       CopyJob job;
       job.slot = &slot;
       job.out = &out;
-      job.rows = int64_t(w->plan.end - w->plan.begin);
-      job.host_slot = w->host_slot;
+      job.rows = int64_t(w.plan.end - w.plan.begin);
+      job.host_slot = w.host_slot;
       job.device_slot = d;
-      job.host = ring->host[size_t(w->host_slot)];
+      job.host = ring->host[size_t(w.host_slot)];
       job.device = ring->device[size_t(d)];
-      ring->backend->copy(job);
-    } catch (...) {
-      std::lock_guard lock(ring->mutex);
-      ring->free_device.push_back(d);
-      r = Ready{w->plan, -1, std::current_exception()};
-      stop = true;
+      try {
+        ring->backend->copy(job);
+      } catch (...) {
+        std::lock_guard lock(ring->mutex);
+        ring->free_device.push_back(d);
+        w.error = std::current_exception();
+        continue;  // reported by the branch above
+      }
+      {
+        std::lock_guard lock(ring->mutex);
+        ring->free_host.push_back(w.host_slot);
+      }
+      push(Ready{w.plan, d, nullptr});
+      pending.pop_front();
+      copied = true;
     }
-    give_back_host();
-    push(std::move(r));
+    return copied;
   }
 
   void push(Ready r) {
@@ -530,7 +577,7 @@ struct Loader::Impl {
         if (ring->leased == int(ring->device.size()))
           throw Error(cat("all ", ring->device.size(), " batch slots are still held by earlier Batches: release them "
                           "(or copy what you keep) before asking for the next, or raise prefetch"));
-        throw Error("internal: the loader's pipeline ended without a reason");
+        throw Error("internal: the loader's driver ended without a reason");
       }
       r = std::move(ready.front());
       ready.pop_front();
@@ -589,7 +636,7 @@ struct Loader::Impl {
       b.tokens = tensor(out.tokens, s);
       b.targets = tensor(out.targets, s);
     }
-    b.lease = std::make_shared<SlotLease>(SlotLease{ring, r.device_slot});
+    b.lease = std::make_shared<SlotLease>(ring, r.device_slot);
     return b;
   }
 

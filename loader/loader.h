@@ -11,11 +11,12 @@
 //   state (epoch, samples consumed) means the same thing at any world size with the same global
 //   batch. Every random choice is keyed by (seed, epoch, sample): batches never depend on the
 //   number of workers or on thread timing.
-// * Prefetch. A oneTBB pipeline (a serial planning stage, parallel read+collate, a serial in-order
-//   copy stage) fills a ring of `prefetch` host slots (pinned memory when CUDA is on) and the same
-//   number of device slots; token ids travel as uint16 when the vocabulary fits and are widened on
-//   the device by a kernel shared with the CPU path (loader/kernels.h). next() waits on the slot's
-//   "ready" event only; a slot is reused once the Batch handed out for it is released (a
+// * Prefetch. A driver thread plans batches into a ring of `prefetch` host slots (pinned memory
+//   when CUDA is on), reads and collates them with oneTBB (parallel_for over their rows; it is the
+//   only thread that ever waits for a slot, so no oneTBB worker is held), and copies them in order
+//   into as many device slots; token ids travel as uint16 when the vocabulary fits and are widened
+//   on the device by a kernel shared with the CPU path (loader/kernels.h). next() waits on the
+//   slot's "ready" event only; a slot is reused once the Batch handed out for it is released (a
 //   "consumed" event recorded on the consumer's stream).
 // * Errors. An exception in a worker (a corrupt shard, an id that does not fit) surfaces from next()
 //   with the file and record; destroying a Loader mid-epoch stops the pipeline and never hangs.
@@ -88,7 +89,7 @@ struct LoaderConfig {
   // ranks, so every sample comes exactly once per epoch and the last batch may be short.
   bool drop_last = true;
   uint64_t epochs = 0;  // next() ends for good after this many epochs; 0 = no end
-  int workers = 2;      // oneTBB threads reading and collating
+  int workers = 2;      // threads reading and collating (a oneTBB arena of this many)
   int prefetch = 4;     // batches in flight: the ring's depth (host and device slots each)
   std::string device = "cpu";  // "cpu", "cuda" or "cuda:N"
   bool pin_memory = true;      // host slots from cudaHostAlloc (CUDA builds with a GPU)
