@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything (the CUDA objects too when nvcc is here), runs every
-# test, then the unit tests again under ASan+UBSan, then a short libFuzzer smoke run per target.
+# test, then the unit tests again under ASan+UBSan, the loader's under TSan, then a short libFuzzer
+# smoke run per target.
 # Exit non-zero on any failure. Environment:
 #   PRETRAIN_SHARED_DATA  real reference data (default ../shared/data); tests needing it skip without it
 #   PRETRAIN_JOBS         parallel build jobs (default: nproc)
-#   PRETRAIN_FUZZ_SECONDS seconds per fuzz target in the smoke run (default 10; 0 skips)
-#   PRETRAIN_SKIP_ASAN=1  skip the sanitizer build (local iteration only; CI runs it)
+#   PRETRAIN_FUZZ_SECONDS seconds per fuzz target in the smoke run (default 5; 0 skips)
+#   PRETRAIN_SKIP_ASAN=1  skip the ASan build (local iteration only; CI runs it)
+#   PRETRAIN_SKIP_TSAN=1  skip the TSan build of the loader tests (local iteration only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -30,13 +32,25 @@ if [[ "${PRETRAIN_SKIP_ASAN:-0}" != 1 ]]; then
   step "unit tests under ASan+UBSan (build-asan/)"
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPRETRAIN_SANITIZE=ON -DPRETRAIN_CUDA=OFF \
     >build-asan.configure.log 2>&1 || { cat build-asan.configure.log; exit 1; }
-  cmake --build build-asan -j "$jobs"
+  cmake --build build-asan -j "$jobs" --target pretrain_unit_tests
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     LSAN_OPTIONS=suppressions=$root/tests/lsan.supp:print_suppressions=0 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit --timeout 900
 fi
 
-fuzz_seconds=${PRETRAIN_FUZZ_SECONDS:-10}
+if [[ "${PRETRAIN_SKIP_TSAN:-0}" != 1 ]]; then
+  # The loader's prefetcher (driver thread, ring, ready queue, slot leases, restore) under TSan.
+  # Debian's oneTBB is not instrumented, so tests/tsan.supp drops reports whose stacks pass
+  # through libtbb; everything our own threads hand over is checked.
+  step "loader tests under ThreadSanitizer (build-tsan/)"
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPRETRAIN_TSAN=ON -DPRETRAIN_CUDA=OFF \
+    >build-tsan.configure.log 2>&1 || { cat build-tsan.configure.log; exit 1; }
+  cmake --build build-tsan -j "$jobs" --target pretrain_tsan_tests
+  TSAN_OPTIONS="suppressions=$root/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
+    ctest --test-dir build-tsan --output-on-failure -j "$jobs" -L tsan --timeout 900
+fi
+
+fuzz_seconds=${PRETRAIN_FUZZ_SECONDS:-5}
 if [[ "$fuzz_seconds" != 0 ]] && command -v clang++ >/dev/null; then
   step "fuzz smoke: ${fuzz_seconds}s per target (build-fuzz/)"
   scripts/fuzz.sh --all "$fuzz_seconds"
