@@ -276,7 +276,8 @@ TEST(CApi, HoldingEveryRingSlotIsAnErrorNotAHang) {
 TEST(CApi, ConfigAndSpecialIds) {
   TempDir dir;
   std::string shard = write_shard(dir);
-  Handle h(config(shard, "\"seed\": 99, \"dynamic_masking\": true, \"mask_id\": 3, \"vocab_size\": 400"));
+  Handle h(config(shard, "\"seed\": 99, \"dynamic_masking\": true, \"mask_id\": 3, \"vocab_size\": 400, "
+                        "\"special_ids\": [0, 1, 2, 3]"));
   char* s = nullptr;
   ASSERT_EQ(pretrain_loader_config(h.loader, &s), PRETRAIN_OK);
   std::string json = s;
