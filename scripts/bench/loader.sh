@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Loader speed: samples/s of our Loader (bench_loader, CPU, 1 and 2 workers) against the PyTorch path
+# on the same files and cores (h5py + torch DataLoader as NVIDIA's BERT run_pretraining.py does it,
+# a Megatron-like GPTDataset over np.memmap for GPT; scripts/bench/loader_peer.py) and a one-process
+# numpy baseline; BERT seq 128 batch 64 from HDF5 and GPT seq 1024 batch 8 from .bin/.idx. Then the
+# paced consumer: sleeping --step-ms per batch (a fast GPU step), how long next() keeps it waiting.
+#   scripts/bench/loader.sh [--bert-samples 200000] [--gpt-tokens 100000000] [--workers "1 2"]
+#     [--bert-run 64000] [--gpt-run 16000] [--step-ms 5] [--paced-bert 2500] [--paced-gpt 2000]
+#     [--paced-peer 300] [--data DIR] [--build DIR]
+# --bert-run/--gpt-run: samples each side takes per throughput run (0: one epoch; the PyTorch path
+# needs ~40 s for a 200k-sample epoch here). --paced-*: batches of the paced runs (ours: enough to
+# cross the first BERT shuffle window, ~150k samples). The shards are made once by
+# make-pretraining-shards from the enwiki excerpt's documents repeated to size and cached in --data
+# (default ~/.cache/pretrain-bench/loader). Reads come from the page cache.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bert_samples=200000 gpt_tokens=100000000 workers="1 2" bert_run=64000 gpt_run=16000
+step_ms=5 paced_bert=2500 paced_gpt=2000 paced_peer=300
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/pretrain-bench/loader build=build
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --bert-samples) bert_samples=$2; shift 2 ;;
+    --gpt-tokens) gpt_tokens=$2; shift 2 ;;
+    --workers) workers=$2; shift 2 ;;
+    --bert-run) bert_run=$2; shift 2 ;;
+    --gpt-run) gpt_run=$2; shift 2 ;;
+    --step-ms) step_ms=$2; shift 2 ;;
+    --paced-bert) paced_bert=$2; shift 2 ;;
+    --paced-gpt) paced_gpt=$2; shift 2 ;;
+    --paced-peer) paced_peer=$2; shift 2 ;;
+    --data) cache=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+data=${PRETRAIN_SHARED_DATA:-../shared/data}
+wiki=$data/wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.wikiextractor.jsonl
+vocab=$data/vocab/bert-base-uncased-vocab.txt
+encoder=$data/vocab/gpt2-encoder.json
+[[ -f $wiki ]] || { echo "loader.sh: $wiki not found (set PRETRAIN_SHARED_DATA)" >&2; exit 1; }
+py=/usr/bin/python3
+cmake -S . -B "$build" >/dev/null
+cmake --build "$build" -j "$(nproc)" --target make-pretraining-shards >/dev/null
+shards=$build/datagen/make-pretraining-shards
+mkdir -p "$cache"
+tmp=$(mktemp -d -t pretrain-bench-loader.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+# corpus COPIES OUT: the excerpt's documents COPIES times over, each copy with new ids.
+corpus() {
+  $py - "$wiki" "$1" "$2" <<'PY'
+import json, sys
+src, copies, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+docs = [json.loads(l) for l in open(src, encoding="utf-8")]
+with open(out, "w", encoding="utf-8") as f:
+    for c in range(copies):
+        for i, d in enumerate(docs):
+            f.write(json.dumps({"id": f"{c}-{i}", "url": "", "title": d["title"], "text": d["text"]}, ensure_ascii=False) + "\n")
+PY
+}
+# make_shards MODEL TOKENIZER WANT FIELD OUT ARGS...: shards with about WANT of FIELD ("instances"
+# or "tokens"), sized from a one-copy run; kept in OUT (skipped when OUT/manifest.json is there).
+make_shards() {
+  local model=$1 tok=$2 want=$3 field=$4 out=$5; shift 5
+  [[ -f $out/manifest.json ]] && return
+  echo "# making $model shards in $out (once; cached)" >&2
+  corpus 1 "$tmp/one.jsonl"
+  "$shards" --model "$model" -i "$tmp/one.jsonl" --tokenizer "$tok" -o "$tmp/one" --quiet "$@" >"$tmp/one.json"
+  local copies
+  copies=$($py -c "import json, math, sys; print(math.ceil($want / json.load(open(sys.argv[1]))['$field']))" "$tmp/one.json")
+  corpus "$copies" "$tmp/corpus.jsonl"
+  rm -rf "$out" "$tmp/one"
+  "$shards" --model "$model" -i "$tmp/corpus.jsonl" --tokenizer "$tok" -o "$out.tmp" --quiet "$@" >"$tmp/stats.json"
+  rm -f "$tmp/corpus.jsonl"
+  mv "$out.tmp" "$out"
+}
+bert=$cache/bert-seq128-$bert_samples
+gpt=$cache/gpt2-$gpt_tokens
+make_shards bert "$vocab" "$bert_samples" instances "$bert" --seq-len 128 --max-predictions 20 --dupe-factor 5 --num-shards 8
+make_shards gpt "$encoder" "$gpt_tokens" tokens "$gpt"
+gpt_prefix=$(ls "$gpt"/*.idx | head -1); gpt_prefix=${gpt_prefix%.idx}
+cmake --build "$build" -j "$(nproc)" --target bench_loader >/dev/null
+
+results=$tmp/results.txt
+: >"$results"
+run() {  # run CMD...: keeps the RESULT lines
+  echo "# $*" >&2
+  "$@" | tee /dev/stderr | awk '$1=="RESULT"' >>"$results"
+}
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+bert_args=(--source "$bert" --batch 64 --samples "$bert_run" --step-ms "$step_ms")
+gpt_args=(--source "$gpt_prefix" --batch 8 --seq-len 1024 --samples "$gpt_run" --step-ms "$step_ms")
+for w in $workers; do
+  run "$build/bench/bench_loader" --kind bert "${bert_args[@]}" --workers "$w" --paced-batches "$paced_bert"
+  run $py scripts/bench/loader_peer.py --case bert_torch "${bert_args[@]}" --workers "$w" --paced-batches "$paced_peer"
+  run "$build/bench/bench_loader" --kind gpt "${gpt_args[@]}" --workers "$w" --paced-batches "$paced_gpt"
+  run $py scripts/bench/loader_peer.py --case gpt_torch "${gpt_args[@]}" --workers "$w" --paced-batches "$paced_peer"
+done
+run $py scripts/bench/loader_peer.py --case bert_numpy "${bert_args[@]}"
+run $py scripts/bench/loader_peer.py --case gpt_numpy "${gpt_args[@]}"
+
+$py - "$results" "$step_ms" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+import os, sys
+path, step_ms, load0, load1 = sys.argv[1:]
+thr, paced = {}, {}
+for line in open(path):
+    f = line.split()
+    case, w = f[1], int(f[2])
+    if case.endswith("_paced"):
+        paced[(case[:-6], w)] = (float(f[3]), float(f[4]), int(f[5]), float(f[6]))
+    else:
+        thr[(case, w)] = (float(f[3]), float(f[4]), int(f[5]))
+print(f"\nloader benchmark, CPU, {os.cpu_count()} cores, load average {load0} before and {load1} after "
+      "(other jobs on the machine slow every column alike)")
+rate = lambda x: f"{x[0]:,.0f}" if x else "n/a"
+wait = lambda x: f"{x[0]:.3f} ({x[1]:.0%} of {x[2] - 1})" if x else "n/a"
+for kind, desc in (("bert", "BERT seq 128 from HDF5, batch 64"), ("gpt", "GPT seq 1024 from .bin/.idx, batch 8")):
+    ws = sorted(w for (c, w) in thr if c == f"ours_{kind}")
+    if not ws:
+        continue
+    n = thr.get((f"{kind}_numpy", 0))
+    print(f"\n{desc}, {thr[(f'ours_{kind}', ws[0])][2]:,} samples per run; paced consumer: {step_ms} ms per batch")
+    print("| workers | ours samples/s | PyTorch DataLoader samples/s | ratio (goal ≥ 10×) | numpy, 1 process, samples/s "
+          "| ours paced wait ms/batch (batches that waited) | PyTorch paced wait ms/batch (batches that waited) |")
+    print("|---:|---:|---:|---:|---:|---|---|")
+    for w in ws:
+        o, p = thr.get((f"ours_{kind}", w)), thr.get((f"{kind}_torch", w))
+        ratio = f"{o[0] / p[0]:.1f}×" if o and p else "n/a"
+        print(f"| {w} | {rate(o)} | {rate(p)} | {ratio} | {rate(n)} | {wait(paced.get((f'ours_{kind}', w)))} "
+              f"| {wait(paced.get((f'{kind}_torch', w)))} |")
+    firsts = [f"{name} {w} worker(s) {paced[(c, w)][3]:.0f} ms" for name, c in (("ours", f"ours_{kind}"), ("PyTorch", f"{kind}_torch"))
+              for w in ws if (c, w) in paced]
+    print("first batch (start-up; left out of the waits): " + ", ".join(firsts))
+PY
