@@ -362,16 +362,23 @@ struct Loader::Impl {
     plan.max_predictions = m.max_predictions > 0 ? m.max_predictions : predictions;
     if (plan.max_predictions <= 0) throw UsageError("dynamic masking needs max_predictions (the shards have none)");
     predictions = std::max(predictions, plan.max_predictions);
-    auto special = special_ids;
     plan.vocab_size = m.vocab_size > 0 ? m.vocab_size : source->vocab_size();
     if (plan.vocab_size <= 0) throw UsageError("dynamic masking needs vocab_size (no manifest tokenizer says it)");
-    plan.mask_id = m.mask_id >= 0 ? m.mask_id : special.count("[MASK]") ? special["[MASK]"] : -1;
+    // Manifests name special ids by role ("mask", "cls", … as our tokenizers do) or by the token
+    // itself ("[MASK]"); both are understood.
+    auto role = [&](std::initializer_list<const char*> names) -> int64_t {
+      for (const char* n : names)
+        if (auto it = special_ids.find(n); it != special_ids.end()) return it->second;
+      return -1;
+    };
+    plan.mask_id = m.mask_id >= 0 ? m.mask_id : role({"mask", "[MASK]", "<mask>"});
     if (plan.mask_id < 0 || plan.mask_id >= plan.vocab_size)
       throw UsageError("dynamic masking needs mask_id (no [MASK] in the manifest's tokenizer)");
     plan.special.assign(size_t(plan.vocab_size), false);
     std::vector<int64_t> ids = m.special_ids;
-    if (ids.empty())
-      for (const auto& [name, id] : special) ids.push_back(id);
+    if (ids.empty())  // every special token but [UNK], which Google's masking treats as a word
+      for (const auto& [name, id] : special_ids)
+        if (name != "unk" && name != "[UNK]" && name != "<unk>") ids.push_back(id);
     if (ids.empty()) throw UsageError("dynamic masking needs the special ids ([CLS], [SEP], [PAD], …): none given or in the manifest");
     for (int64_t id : ids)
       if (id >= 0 && id < plan.vocab_size) plan.special[size_t(id)] = true;

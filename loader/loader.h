@@ -62,7 +62,8 @@ struct DynamicMasking {
   bool enabled = false;
   double probability = 0.15;
   int64_t max_predictions = 0;  // 0: the shards' max_predictions
-  // Ids, from the manifest's tokenizer when these are -1 / 0 / empty; required otherwise.
+  // Ids, from the manifest's tokenizer when these are -1 / 0 / empty ("mask" or "[MASK]"; every
+  // special id but [UNK] is never masked); required otherwise.
   int64_t mask_id = -1;
   int64_t vocab_size = 0;
   std::vector<int64_t> special_ids;  // never masked ([CLS], [SEP], [PAD], …); padding never is

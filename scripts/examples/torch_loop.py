@@ -139,17 +139,10 @@ def main():
                    id_dtype="int64")
     if args.seq_len:
         options["seq_len"] = args.seq_len
-    loader = pretrain_loader.Loader(args.shards, **options)
     if args.dynamic_masking:
-        # Masking needs [MASK] and the ids never to mask; the manifest's tokenizer has them (named
-        # "[MASK]" or "mask" depending on the tool that wrote it).
-        special = loader.special_ids
-        mask_id = special.get("[MASK]", special.get("mask"))
-        if mask_id is None:
-            sys.exit(f"--dynamic-masking: the shards' manifest names no [MASK] id (special ids: {special})")
-        options.update(dynamic_masking=True, mask_id=mask_id, special_ids=sorted(set(special.values())))
-        loader.close()
-        loader = pretrain_loader.Loader(args.shards, **options)
+        # [MASK], the vocabulary size and the ids never to mask come from the shards' manifest.
+        options["dynamic_masking"] = True
+    loader = pretrain_loader.Loader(args.shards, **options)
 
     def open_loader():
         return pretrain_loader.Loader(args.shards, **options)

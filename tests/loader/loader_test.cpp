@@ -388,6 +388,31 @@ TEST_F(LoaderTest, DynamicMaskingFollowsLddlAndIsDeterministic) {
   (void)candidates;
 }
 
+TEST_F(LoaderTest, DynamicMaskingReadsRoleNamedSpecialIds) {
+  // make-pretraining-shards' manifests name special ids by role, as our tokenizers do.
+  Manifest m = Manifest::read(path_join(dir.path(), kManifestName));
+  m.tokenizer.special_ids = {{"pad", 0}, {"unk", 100}, {"cls", kCls}, {"sep", kSep}, {"mask", kMask}};
+  m.write(path_join(dir.path(), kManifestName));
+  LoaderConfig c = bert_config(dir.path());
+  c.masking.enabled = true;
+  c.masking.probability = 0.5;
+  Loader loader(c);
+  int64_t masks = 0;
+  while (auto b = loader.next())
+    for (int64_t i = 0; i < b->masked_lm_positions.numel(); ++i) {
+      const int32_t at = b->masked_lm_positions.as<int32_t>()[i];
+      if (at == 0) continue;
+      const int32_t label = b->masked_lm_ids.as<int32_t>()[i];
+      EXPECT_NE(label, kCls);
+      EXPECT_NE(label, kSep);
+      masks += b->input_ids.as<int32_t>()[(i / kPred) * kSeq + at] == kMask;
+    }
+  EXPECT_GT(masks, 0);
+  m.tokenizer.special_ids.erase("mask");
+  m.write(path_join(dir.path(), kManifestName));
+  EXPECT_THROW(Loader{c}, UsageError) << "no [MASK] id anywhere";
+}
+
 TEST_F(LoaderTest, AWorkerErrorSurfacesFromNextWithTheFile) {
   // Truncate the third shard (in file order) after the loader has been built from the manifest's
   // sizes? The manifest check would catch that; so build from the files and damage one.
