@@ -370,6 +370,45 @@ TEST(GptSource, BadOptionsAreUsageErrors) {
   EXPECT_NO_THROW(make_gpt_source(one));
 }
 
+// Through the Loader: batches hold the source's samples in order, targets shifted by one.
+TEST(GptSource, LoaderBatchesAreTheSourcesSamples) {
+  TempDir dir;
+  auto sequences = write_megatron(dir.file("a"), 300, 14, 0);
+  LoaderConfig config;
+  config.kind = SampleKind::gpt;
+  config.sources = {dir.file("a")};
+  config.seq_len = 16;
+  config.batch_size = 5;
+  config.seed = 21;
+  config.drop_last = false;
+  config.epochs = 2;
+  config.workers = 2;
+  Loader loader(config);
+  const auto expected0 = reference_epoch(sequences, 16, 21, 0, true);
+  const auto expected1 = reference_epoch(sequences, 16, 21, 1, true);
+  ASSERT_EQ(loader.samples_per_epoch(), expected0.size());
+  uint64_t seen = 0;
+  for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+    uint64_t position = 0;
+    while (auto batch = loader.next()) {
+      ASSERT_EQ(batch->epoch, epoch);
+      const int32_t* tokens = batch->tokens.as<int32_t>();
+      const int32_t* targets = batch->targets.as<int32_t>();
+      for (int64_t r = 0; r < batch->size; ++r, ++position) {
+        const auto& want = (epoch == 0 ? expected0 : expected1)[position];
+        for (int64_t i = 0; i < 16; ++i) {
+          ASSERT_EQ(tokens[r * 16 + i], want[size_t(i)]) << epoch << " " << position << " " << i;
+          ASSERT_EQ(targets[r * 16 + i], want[size_t(i) + 1]) << epoch << " " << position << " " << i;
+        }
+      }
+    }
+    EXPECT_EQ(position, expected0.size());
+    seen += position;
+  }
+  EXPECT_EQ(seen, 2 * expected0.size());
+  EXPECT_FALSE(loader.next());
+}
+
 // Shared golden data (Megatron's preprocess_data.py output): epoch 0 against the plain reading.
 TEST(GptSource, GoldenMegatronFiles) {
   PRETRAIN_REQUIRE_SHARED(bin, "golden/megatron-botchan-int32.bin");
