@@ -18,7 +18,9 @@
 #include <nlohmann/json.hpp>
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_group.h>
 
 #include "common/error.h"
 #include "common/hash.h"
@@ -256,6 +258,9 @@ struct Ready {
 struct Loader::Impl {
   LoaderConfig config;
   tbb::task_arena arena;
+  // The sources' work ahead of time (BERT's next window). A task group, not arena.enqueue: wait()
+  // runs what no worker has started, so closing never waits for a worker that may not come.
+  tbb::task_group background;
   std::unique_ptr<SampleSource> source;
   SlotLayout slot;
   OutputLayout out;
@@ -286,7 +291,11 @@ struct Loader::Impl {
   bool started_clock = false;
   std::map<std::string, int64_t> special_ids;
 
-  explicit Impl(LoaderConfig c) : config(std::move(c)), arena(config.workers + 1, 1) {
+  // The driver plus `workers` oneTBB workers, no more than the machine has (oneTBB would refuse the
+  // rest anyway, with a warning on stderr).
+  explicit Impl(LoaderConfig c)
+      : config(std::move(c)),
+        arena(std::max(2, std::min(std::max(config.workers, 1) + 1, tbb::info::default_concurrency())), 1) {
     check_config(config);
     device = parse_device(config.device);
     std::vector<ShardSet> sets = resolve_sources(config);
@@ -298,7 +307,9 @@ struct Loader::Impl {
       o.seed = config.seed;
       o.shuffle = config.shuffle;
       o.shuffle_window = config.shuffle_window;
-      o.background = [this](std::function<void()> task) { arena.enqueue(std::move(task)); };
+      o.background = [this](std::function<void()> task) {
+        arena.execute([&] { background.run(std::move(task)); });
+      };
       source = make_bert_source(o);
     } else {
       GptSourceOptions o;
@@ -352,7 +363,10 @@ struct Loader::Impl {
     start();
   }
 
-  ~Impl() { halt(); }
+  ~Impl() {
+    halt();
+    arena.execute([&] { background.wait(); });
+  }
 
   MaskingPlan make_masking(int64_t& predictions) const {
     const DynamicMasking& m = config.masking;

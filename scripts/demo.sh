@@ -19,7 +19,8 @@ step "dependencies"
 scripts/setup_deps.sh
 step "build"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" --target shard-tool wikiprep train-tokenizer tokenize make-pretraining-shards
+cmake --build build -j "$(nproc)" --target shard-tool wikiprep train-tokenizer tokenize make-pretraining-shards \
+  pretrain_loader_python
 bin=$root/build
 
 rm -rf "$out"
@@ -54,6 +55,13 @@ step "make-pretraining-shards: GPT Megatron .bin/.idx with the SentencePiece mod
   -o "$out/gpt" >"$out/gpt-stats.json"
 "$bin/formats/shard-tool" verify "$out/gpt"
 
+step "loader: a tiny PyTorch BERT trained from the BERT shards through pretrain_loader (dynamic masking, resumed halfway)"
+/usr/bin/python3 scripts/examples/torch_loop.py --build-dir "$bin" --model bert "$out/bert" --steps 40 --batch-size 16 \
+  --dynamic-masking --resume-at 20 | tee "$out/torch-bert.log" | sed -n '1,3p;$p'
+step "loader: a tiny PyTorch GPT from the Megatron shards"
+/usr/bin/python3 scripts/examples/torch_loop.py --build-dir "$bin" --model gpt "$out/gpt" --seq-len 32 --steps 40 \
+  --batch-size 8 | tee "$out/torch-gpt.log" | sed -n '1,3p;$p'
+
 step "done"
 echo "outputs:"
 echo "  documents:       $out/docs/ (manifest: $out/docs/manifest.json)"
@@ -61,4 +69,5 @@ echo "  sentences:       $out/sentences/ (one sentence per line, blank line betw
 echo "  tokenizers:      $out/wordpiece/vocab.txt, $out/sentencepiece/spm.model"
 echo "  BERT shards:     $out/bert/ (statistics: $out/bert-stats.json)"
 echo "  GPT shards:      $out/gpt/ (statistics: $out/gpt-stats.json)"
-echo "next stages (loader, trainers, logs and plots) join this demo as they land; see README.md"
+echo "  loader + torch:  $out/torch-bert.log, $out/torch-gpt.log (loss per step through pretrain_loader)"
+echo "next stages (trainers, logs and plots) join this demo as they land; see README.md"
