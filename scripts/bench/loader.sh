@@ -5,17 +5,18 @@
 # numpy baseline; BERT seq 128 batch 64 from HDF5 and GPT seq 1024 batch 8 from .bin/.idx. Then the
 # paced consumer: sleeping --step-ms per batch (a fast GPU step), how long next() keeps it waiting.
 #   scripts/bench/loader.sh [--bert-samples 200000] [--gpt-tokens 100000000] [--workers "1 2"]
-#     [--bert-run 64000] [--gpt-run 16000] [--step-ms 5] [--paced-bert 2500] [--paced-gpt 2000]
+#     [--bert-run 0] [--gpt-run 16000] [--step-ms 5] [--paced-bert 2500] [--paced-gpt 1000]
 #     [--paced-peer 300] [--data DIR] [--build DIR]
-# --bert-run/--gpt-run: samples each side takes per throughput run (0: one epoch; the PyTorch path
-# needs ~40 s for a 200k-sample epoch here). --paced-*: batches of the paced runs (ours: enough to
-# cross the first BERT shuffle window, ~150k samples). The shards are made once by
+# --bert-run/--gpt-run: samples each side takes per throughput run (0: one epoch). BERT takes a whole
+# epoch: our loader decodes a shuffle window (~150k samples here) before its first batch, which a
+# shorter run would charge to too few samples; the PyTorch path needs ~25 s for it. --paced-*:
+# batches of the paced runs (ours: enough to cross the first BERT shuffle window). The shards are made once by
 # make-pretraining-shards from the enwiki excerpt's documents repeated to size and cached in --data
 # (default ~/.cache/pretrain-bench/loader). Reads come from the page cache.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bert_samples=200000 gpt_tokens=100000000 workers="1 2" bert_run=64000 gpt_run=16000
-step_ms=5 paced_bert=2500 paced_gpt=2000 paced_peer=300
+bert_samples=200000 gpt_tokens=100000000 workers="1 2" bert_run=0 gpt_run=16000
+step_ms=5 paced_bert=2500 paced_gpt=1000 paced_peer=300
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/pretrain-bench/loader build=build
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -86,7 +87,7 @@ results=$tmp/results.txt
 : >"$results"
 run() {  # run CMD...: keeps the RESULT lines
   echo "# $*" >&2
-  "$@" | tee /dev/stderr | awk '$1=="RESULT"' >>"$results"
+  "$@" | tee -a /dev/stderr | awk '$1=="RESULT"' >>"$results"
 }
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 bert_args=(--source "$bert" --batch 64 --samples "$bert_run" --step-ms "$step_ms")
