@@ -244,6 +244,7 @@ struct Work {
   int host_slot = -1;
   bool read = false;
   std::exception_ptr error;
+  int64_t error_row = 0;
 };
 
 // What next() takes from the ready queue.
@@ -513,8 +514,9 @@ struct Loader::Impl {
             source->read(w.plan.epoch, pos, rows, row);
             if (masking) mask_row(*masking, rows, row, w.plan.epoch, source->sample_id(w.plan.epoch, pos));
           } catch (...) {
+            // The first bad row of the batch, whichever thread read it first: errors repeat.
             std::lock_guard lock(error_mutex);
-            if (!w.error) w.error = std::current_exception();
+            if (!w.error || row < w.error_row) w.error = std::current_exception(), w.error_row = row;
           }
         }
       });
