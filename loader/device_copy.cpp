@@ -47,9 +47,8 @@ class CpuBackend final : public DeviceBackend {
   void free_device(uint8_t* p) override { std::free(p); }
 
   void copy(const CopyJob& job) override {
-    const int64_t n = job.rows * job.slot->seq_len;
-    if (job.out->id_size == 8) run(widen_args<int64_t>(*job.slot, *job.out, job.rows, job.host, job.device), n, job.slot->kind);
-    else run(widen_args<int32_t>(*job.slot, *job.out, job.rows, job.host, job.device), n, job.slot->kind);
+    if (job.out->id_size == 8) run(widen_args<int64_t>(*job.slot, *job.out, job.rows, job.host, job.device));
+    else run(widen_args<int32_t>(*job.slot, *job.out, job.rows, job.host, job.device));
   }
   void wait_host_free(int) override {}
   void wait_ready(int, void*) override {}
@@ -62,11 +61,14 @@ class CpuBackend final : public DeviceBackend {
     return static_cast<uint8_t*>(p);
   }
   template <typename T>
-  static void run(const WidenArgs<T>& a, int64_t n, SampleKind kind) {
-    if (kind == SampleKind::bert)
-      for (int64_t i = 0; i < n; ++i) widen_bert_element(a, i);
-    else
-      for (int64_t i = 0; i < n; ++i) widen_gpt_element(a, i);
+  static void run(const WidenArgs<T>& a) {
+    const int64_t tokens = a.rows * a.seq_len;
+    if (a.out_tokens) {
+      for (int64_t i = 0; i < tokens; ++i) widen_gpt_element(a, i);
+      return;
+    }
+    for (int64_t i = 0; i < tokens; ++i) widen_bert_tokens(a, i);
+    for (int64_t i = 0; i < a.rows * a.max_predictions; ++i) widen_bert_predictions(a, i);
   }
 };
 

@@ -24,12 +24,28 @@ void check(cudaError_t err, const char* what) {
   }
 }
 
+// One launch per pass (kernels.h): 0 = GPT, 1 = BERT tokens, 2 = BERT predictions.
 template <typename T>
-__global__ void widen_kernel(WidenArgs<T> a, int64_t n, bool bert) {
+__global__ void widen_kernel(WidenArgs<T> a, int64_t n, int pass) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    if (bert) widen_bert_element(a, i);
-    else widen_gpt_element(a, i);
+    if (pass == 0) widen_gpt_element(a, i);
+    else if (pass == 1) widen_bert_tokens(a, i);
+    else widen_bert_predictions(a, i);
   }
+}
+
+template <typename T>
+void launch_widen(const WidenArgs<T>& a, bool bert, cudaStream_t stream) {
+  auto launch = [&](int64_t n, int pass) {
+    if (n <= 0) return;
+    const int threads = 256;
+    const int blocks = int(std::min<int64_t>((n + threads - 1) / threads, 4096));
+    widen_kernel<<<blocks, threads, 0, stream>>>(a, n, pass);
+    check(cudaGetLastError(), "widen kernel launch");
+  };
+  if (!bert) return launch(a.rows * a.seq_len, 0);
+  launch(a.rows * a.seq_len, 1);
+  launch(a.rows * a.max_predictions, 2);  // after pass 1 on the same stream: labels start at -1
 }
 
 class CudaBackend final : public DeviceBackend {
@@ -80,17 +96,9 @@ class CudaBackend final : public DeviceBackend {
     uint8_t* staging = job.device + job.out->staging;
     check(cudaMemcpyAsync(staging, job.host, job.slot->bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
     check(cudaEventRecord(host_done_[size_t(job.host_slot)], stream_), "cudaEventRecord(host_done)");
-    const int64_t n = job.rows * job.slot->seq_len;
     const bool bert = job.slot->kind == SampleKind::bert;
-    const int threads = 256;
-    const int blocks = int(std::min<int64_t>((n + threads - 1) / threads, 4096));
-    if (n > 0) {
-      if (job.out->id_size == 8)
-        widen_kernel<<<blocks, threads, 0, stream_>>>(widen_args<int64_t>(*job.slot, *job.out, job.rows, staging, job.device), n, bert);
-      else
-        widen_kernel<<<blocks, threads, 0, stream_>>>(widen_args<int32_t>(*job.slot, *job.out, job.rows, staging, job.device), n, bert);
-      check(cudaGetLastError(), "widen kernel launch");
-    }
+    if (job.out->id_size == 8) launch_widen(widen_args<int64_t>(*job.slot, *job.out, job.rows, staging, job.device), bert, stream_);
+    else launch_widen(widen_args<int32_t>(*job.slot, *job.out, job.rows, staging, job.device), bert, stream_);
     check(cudaEventRecord(ready_[size_t(d)], stream_), "cudaEventRecord(ready)");
   }
   void wait_host_free(int h) override { check(cudaEventSynchronize(host_done_[size_t(h)]), "cudaEventSynchronize(host_done)"); }

@@ -45,32 +45,32 @@ PRETRAIN_HD inline T load_token(const void* base, bool tokens16, int64_t i) {
   return tokens16 ? T(static_cast<const uint16_t*>(base)[i]) : T(static_cast<const int32_t*>(base)[i]);
 }
 
-// Element i of [0, rows * seq_len): position (b, s) of every [B, S] tensor; the [B, P] tensors and
-// the [B] labels ride along on the first rows * P and rows elements (seq_len >= max_predictions).
-// The dense label at (b, s) is masked_lm_ids[b, p] for the p with masked_lm_positions[b, p] == s
-// among the predictions, -1 elsewhere. Predictions are counted as NVIDIA's run_pretraining.py
-// counts them: up to the first position 0 after the first (position 0 is [CLS], never masked).
+// BERT in two passes (two launches on one stream on the GPU, two loops on the CPU), so that no
+// element scans a row: pass 1 widens the [B, S] tensors and sets every dense MLM label to -1; pass
+// 2 widens the [B, P] tensors and writes each prediction's label at its position.
+// Pass 1, element i of [0, rows * seq_len); the [B] labels ride along on the first rows elements.
 template <typename T>
-PRETRAIN_HD inline void widen_bert_element(const WidenArgs<T>& a, int64_t i) {
-  const int64_t b = i / a.seq_len, s = i % a.seq_len;
+PRETRAIN_HD inline void widen_bert_tokens(const WidenArgs<T>& a, int64_t i) {
   a.out_input_ids[i] = load_token<T>(a.input_ids, a.tokens16, i);
   a.out_segment_ids[i] = T(a.segment_ids[i]);
   a.out_input_mask[i] = T(a.input_mask[i]);
-  T label = T(-1);
-  const uint16_t* positions = a.masked_lm_positions + b * a.max_predictions;
-  for (int64_t p = 0; p < a.max_predictions; ++p) {
-    if (positions[p] == 0) break;
-    if (positions[p] == s) {
-      label = load_token<T>(a.masked_lm_ids, a.tokens16, b * a.max_predictions + p);
-      break;
-    }
-  }
-  a.out_mlm_labels[i] = label;
-  if (i < a.rows * a.max_predictions) {
-    a.out_masked_lm_positions[i] = T(a.masked_lm_positions[i]);
-    a.out_masked_lm_ids[i] = load_token<T>(a.masked_lm_ids, a.tokens16, i);
-  }
+  a.out_mlm_labels[i] = T(-1);
   if (i < a.rows) a.out_next_sentence_labels[i] = T(a.next_sentence_labels[i]);
+}
+
+// Pass 2, element i of [0, rows * max_predictions). Predictions count as NVIDIA's
+// run_pretraining.py counts them: up to the first position 0 of the row (position 0 is [CLS],
+// never masked), so prediction p counts when positions 0..p of its row are all non-zero.
+template <typename T>
+PRETRAIN_HD inline void widen_bert_predictions(const WidenArgs<T>& a, int64_t i) {
+  const int64_t b = i / a.max_predictions, p = i % a.max_predictions;
+  const uint16_t* positions = a.masked_lm_positions + b * a.max_predictions;
+  const T id = load_token<T>(a.masked_lm_ids, a.tokens16, i);
+  a.out_masked_lm_positions[i] = T(positions[p]);
+  a.out_masked_lm_ids[i] = id;
+  for (int64_t q = 0; q <= p; ++q)
+    if (positions[q] == 0) return;
+  a.out_mlm_labels[b * a.seq_len + positions[p]] = id;
 }
 
 // Element i of [0, rows * seq_len): tokens[b, s] = row[b][s], targets[b, s] = row[b][s + 1].
