@@ -32,7 +32,7 @@ results=$dir/results.txt
 run() {  # run SIDE CMD...: keeps the RESULT lines, tagged with the side
   local side=$1; shift
   echo "# $side: $*" >&2
-  "$@" | tee /dev/stderr | awk -v side="$side" '$1=="RESULT"{print side, $2, $3, $4}' >>"$results"
+  "$@" | tee -a /dev/stderr | awk -v side="$side" '$1=="RESULT"{print side, $2, $3, $4}' >>"$results"
 }
 mkdir -p "$dir/bert" "$dir/megatron"
 run ours build/bench/bench_bert_hdf5 --records "$records" --random "$random" --threads "$threads" --dir "$dir/bert"

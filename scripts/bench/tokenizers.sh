@@ -45,7 +45,7 @@ results=$dir/results.txt
 run() {  # run SIDE THREADS CMD...: keeps the RESULT lines, tagged with side and threads
   local side=$1 t=$2; shift 2
   echo "# $side, $t thread(s): $*" >&2
-  "$@" | tee /dev/stderr | awk -v side="$side" -v t="$t" '$1=="RESULT"{print side, t, $2, $3, $4, $5}' >>"$results"
+  "$@" | tee -a /dev/stderr | awk -v side="$side" -v t="$t" '$1=="RESULT"{print side, t, $2, $3, $4, $5}' >>"$results"
 }
 ours=build/bench/bench_tokenizers
 for t in $threads; do
