@@ -680,6 +680,18 @@ struct BertShardReader::Impl {
     if (H5Pget_chunk(dcpl.get(), rank, d.slab_chunk) != rank) throw_hdf5(where, "cannot read the chunk shape");
     uint64_t cells = d.slab_chunk[0] * (rank == 2 ? d.slab_chunk[1] : 1);
     d.slab_chunk_bytes = static_cast<size_t>(cells * H5Tget_size(type.get()));  // < 4 GiB: check_chunk_shape
+    if (filters == 0) {
+      // Unfiltered chunks are stored at full size, so the dataset's storage is a whole number of
+      // them. libhdf5 1.10 sizes its chunk buffer from a layout field a damaged file can set apart
+      // from the type and copies past it (ASan: heap-buffer-overflow in H5VM_memcpyvv under
+      // H5D__select_read); such files fail this sum first.
+      hsize_t chunks = 0;
+      if (H5Dget_num_chunks(d.id.get(), H5S_ALL, &chunks) < 0) throw_hdf5(where, cat("cannot count the chunks of '", d.column->name, "'"));
+      const hsize_t stored = H5Dget_storage_size(d.id.get());
+      if (stored != chunks * d.slab_chunk_bytes)
+        throw Error(where, cat("dataset '", d.column->name, "' stores ", stored, " bytes in ", chunks, " unfiltered chunks of ",
+                               d.slab_chunk_bytes, " bytes"));
+    }
     uint64_t row_chunks = (static_cast<uint64_t>(records) + d.slab_chunk[0] - 1) / d.slab_chunk[0];
     uint64_t col_chunks = rank == 2 ? (static_cast<uint64_t>(d.width) + d.slab_chunk[1] - 1) / d.slab_chunk[1] : 1;
     d.slab_checked.assign(static_cast<size_t>(row_chunks * col_chunks), false);
