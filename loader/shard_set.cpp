@@ -17,10 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool format_fits(const std::string& format, SampleKind kind) {
   return kind == SampleKind::bert ? format == kFormatBertHdf5 : format == kFormatMegatron || format == kFormatLlmc;
 }
@@ -60,9 +56,9 @@ ShardSet from_manifest(const std::string& origin, const std::string& manifest_pa
 
 // A file named directly or by a glob: its format from its name (and, for .bin, its neighbour).
 std::string format_of(const std::string& path) {
-  if (ends_with(path, ".hdf5") || ends_with(path, ".h5")) return kFormatBertHdf5;
-  if (ends_with(path, ".idx")) return kFormatMegatron;
-  if (ends_with(path, ".bin")) return file_exists(megatron_idx_path(megatron_prefix(path))) ? kFormatMegatron : kFormatLlmc;
+  if (path.ends_with(".hdf5") || path.ends_with(".h5")) return kFormatBertHdf5;
+  if (path.ends_with(".idx")) return kFormatMegatron;
+  if (path.ends_with(".bin")) return file_exists(megatron_idx_path(megatron_prefix(path))) ? kFormatMegatron : kFormatLlmc;
   if (file_exists(megatron_idx_path(path)) && file_exists(megatron_bin_path(path))) return kFormatMegatron;  // a prefix
   return "";
 }
@@ -118,7 +114,7 @@ std::vector<ShardSet> resolve_sources(const LoaderConfig& config) {
   std::vector<ShardSet> sets;
   for (const std::string& origin : config.sources) {
     std::error_code ec;
-    if (ends_with(origin, ".json")) sets.push_back(from_manifest(origin, origin, config));
+    if (origin.ends_with(".json")) sets.push_back(from_manifest(origin, origin, config));
     else if (fs::is_directory(origin, ec) && file_exists(path_join(origin, kManifestName)))
       sets.push_back(from_manifest(origin, path_join(origin, kManifestName), config));
     else sets.push_back(from_files(origin, config));

@@ -53,23 +53,25 @@ SlotLayout SlotLayout::make(SampleKind kind, int64_t batch_size, int64_t seq_len
 
 namespace {
 
-// Writes ids into a token array of the slot (uint16 or int32), checking each against the vocabulary.
-template <typename Src>
-void store_ids(const SlotLayout& l, uint8_t* dst_base, int64_t index, const Src* src, size_t count) {
-  const int64_t limit = l.vocab_size > 0 ? l.vocab_size : (l.token_dtype == TensorDType::u16 ? 65536 : INT32_MAX + int64_t(1));
+// Writes ids into a token array of the slot (uint16 or int32), checking each against the
+// vocabulary in the same pass (this is the hot loop of GPT reads). On an error the row is left
+// half written, which is harmless: its batch fails.
+template <typename Dst, typename Src>
+void store_ids_as(const SlotLayout& l, Dst* dst, const Src* src, size_t count, int64_t limit) {
   for (size_t i = 0; i < count; ++i) {
     const int64_t v = int64_t(src[i]);
     if (v < 0 || v >= limit)
       bad_value("token id", v, l.vocab_size > 0 ? "an id below the vocabulary size " + std::to_string(l.vocab_size)
                                                 : "a non-negative id that fits int32");
+    dst[i] = Dst(v);
   }
-  if (l.token_dtype == TensorDType::u16) {
-    uint16_t* dst = reinterpret_cast<uint16_t*>(dst_base) + index;
-    for (size_t i = 0; i < count; ++i) dst[i] = uint16_t(src[i]);
-  } else {
-    int32_t* dst = reinterpret_cast<int32_t*>(dst_base) + index;
-    for (size_t i = 0; i < count; ++i) dst[i] = int32_t(src[i]);
-  }
+}
+
+template <typename Src>
+void store_ids(const SlotLayout& l, uint8_t* dst_base, int64_t index, const Src* src, size_t count) {
+  const int64_t limit = l.vocab_size > 0 ? l.vocab_size : (l.token_dtype == TensorDType::u16 ? 65536 : INT32_MAX + int64_t(1));
+  if (l.token_dtype == TensorDType::u16) store_ids_as(l, reinterpret_cast<uint16_t*>(dst_base) + index, src, count, limit);
+  else store_ids_as(l, reinterpret_cast<int32_t*>(dst_base) + index, src, count, limit);
 }
 
 }  // namespace
