@@ -6,11 +6,7 @@
 #pragma once
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define PRETRAIN_HD __host__ __device__
-#else
-#define PRETRAIN_HD
-#endif
+#include "common/hd.h"
 
 namespace pretrain {
 

@@ -1,0 +1,189 @@
+// Each op of trainer/kernels.h, run by the CPU backend, against trainer/reference.h's
+// double-precision definition, on random inputs with awkward sizes (not multiples of the column
+// block or the reduction chunk).
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "trainer/backend.h"
+#include "trainer/reference.h"
+
+namespace pretrain {
+namespace {
+
+using namespace kernels;
+using reference::Vec;
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(gen);
+  return v;
+}
+
+Vec row(const std::vector<float>& v, int64_t r, int64_t C) { return Vec(v.begin() + r * C, v.begin() + (r + 1) * C); }
+
+void expect_close(double want, double got, double tol, const std::string& what) {
+  EXPECT_NEAR(got, want, tol * (1 + std::fabs(want))) << what;
+}
+
+const Device kCpu{};
+
+TEST(Kernels, LayerNormForwardAndBackward) {
+  const int64_t N = 7, C = 45;
+  auto x = random_floats(N * C, 1, 2.0f), w = random_floats(C, 2), b = random_floats(C, 3), dout = random_floats(N * C, 4);
+  std::vector<float> out(N * C), mean(N), rstd(N), dx(N * C, 0.5f), dw(C, 0), db(C, 0);
+  launch(kCpu, N, LayerNormForward{out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), C, 1e-5f});
+  launch(kCpu, column_blocks(C), LayerNormParamBackward{dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(), N, C});
+  launch(kCpu, N, LayerNormBackward{dx.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), C, true});
+  Vec wd(w.begin(), w.end()), bd(b.begin(), b.end()), sum_dw(C, 0), sum_db(C, 0);
+  for (int64_t r = 0; r < N; ++r) {
+    const Vec want = reference::layernorm(row(x, r, C), wd, bd, 1e-5);
+    Vec rdx, rdw, rdb;
+    reference::layernorm_backward(row(x, r, C), wd, 1e-5, row(dout, r, C), rdx, rdw, rdb);
+    for (int64_t c = 0; c < C; ++c) {
+      expect_close(want[size_t(c)], out[size_t(r * C + c)], 1e-5, "layernorm out");
+      expect_close(0.5 + rdx[size_t(c)], dx[size_t(r * C + c)], 1e-4, "layernorm dx (accumulated onto 0.5)");
+      sum_dw[size_t(c)] += rdw[size_t(c)], sum_db[size_t(c)] += rdb[size_t(c)];
+    }
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    expect_close(sum_dw[size_t(c)], dw[size_t(c)], 1e-5, "layernorm dw");
+    expect_close(sum_db[size_t(c)], db[size_t(c)], 1e-5, "layernorm db");
+  }
+}
+
+TEST(Kernels, GeluBothKindsAndTheirDerivatives) {
+  auto x = random_floats(1001, 5, 3.0f);
+  std::vector<float> y(x.size()), dx(x.size()), ones(x.size(), 1.0f);
+  for (Gelu kind : {Gelu::erf, Gelu::tanh}) {
+    launch(kCpu, int64_t(x.size()), GeluForward{y.data(), x.data(), kind});
+    launch(kCpu, int64_t(x.size()), GeluBackward{dx.data(), ones.data(), x.data(), kind});
+    for (size_t i = 0; i < x.size(); ++i) {
+      auto f = [&](double v) { return kind == Gelu::erf ? reference::gelu_erf(v) : reference::gelu_tanh(v); };
+      expect_close(f(x[i]), y[i], 1e-6, "gelu");
+      const double h = 1e-4, slope = (f(x[i] + h) - f(x[i] - h)) / (2 * h);
+      expect_close(slope, dx[i], 1e-5, "gelu'");
+    }
+  }
+}
+
+TEST(Kernels, SoftmaxCausalAndPaddingMasks) {
+  const int64_t B = 2, NH = 3, T = 9;
+  auto s = random_floats(B * NH * T * T, 6, 3.0f), dp = random_floats(B * NH * T * T, 7);
+  std::vector<int32_t> mask(B * T, 1);
+  for (int64_t j = 6; j < T; ++j) mask[size_t(1 * T + j)] = 0;  // sample 1: the last 3 keys are padding
+  for (bool causal : {false, true}) {
+    std::vector<float> p(s.size()), ds(s.size());
+    launch(kCpu, B * NH * T, SoftmaxForward{p.data(), s.data(), causal ? nullptr : mask.data(), causal, NH, T});
+    launch(kCpu, B * NH * T, SoftmaxBackward{ds.data(), dp.data(), p.data(), T});
+    for (int64_t r = 0; r < B * NH * T; ++r) {
+      const int64_t b = r / (NH * T), i = r % T;
+      Vec add(T, 0.0);
+      if (!causal) {
+        for (int64_t j = 0; j < T; ++j) add[size_t(j)] = mask[size_t(b * T + j)] ? 0.0 : -10000.0;
+      }
+      const Vec want = reference::softmax(row(s, r, T), causal ? size_t(i + 1) : size_t(T), add);
+      double dot = 0;
+      for (int64_t j = 0; j < T; ++j) dot += want[size_t(j)] * dp[size_t(r * T + j)];
+      for (int64_t j = 0; j < T; ++j) {
+        expect_close(want[size_t(j)], p[size_t(r * T + j)], 1e-5, "softmax");
+        expect_close(want[size_t(j)] * (dp[size_t(r * T + j)] - dot), ds[size_t(r * T + j)], 1e-4, "softmax'");
+      }
+      if (causal) {
+        for (int64_t j = i + 1; j < T; ++j) EXPECT_EQ(p[size_t(r * T + j)], 0.0f) << "a causal row sees no later key";
+      }
+    }
+  }
+}
+
+TEST(Kernels, CrossEntropyIgnoresNegativeTargets) {
+  const int64_t N = 5, V = 37;
+  auto logits = random_floats(N * V, 8, 4.0f);
+  const std::vector<float> original = logits;
+  std::vector<int32_t> targets = {3, -1, 36, 0, 17};
+  std::vector<float> losses(N);
+  launch(kCpu, N, CrossEntropy{logits.data(), losses.data(), targets.data(), V, 0.25f});
+  for (int64_t r = 0; r < N; ++r) {
+    if (targets[size_t(r)] < 0) {
+      EXPECT_EQ(losses[size_t(r)], 0.0f);
+      for (int64_t v = 0; v < V; ++v) EXPECT_EQ(logits[size_t(r * V + v)], 0.0f);
+      continue;
+    }
+    Vec grad;
+    const double want = reference::cross_entropy(row(original, r, V), targets[size_t(r)], 0.25, grad);
+    expect_close(want, losses[size_t(r)], 1e-5, "loss");
+    for (int64_t v = 0; v < V; ++v) expect_close(grad[size_t(v)], logits[size_t(r * V + v)], 1e-5, "dlogits");
+  }
+}
+
+TEST(Kernels, EmbeddingAndBiasGradientsSumRowsInOrder) {
+  const int64_t N = 12, T = 4, C = 70, V = 5;
+  std::vector<int32_t> ids = {0, 1, 2, 1, 4, 4, 4, 0, 3, 2, 1, 0}, types(N, 1);
+  auto dout = random_floats(N * C, 9);
+  std::vector<float> dwte(V * C, 0), dwpe(T * C, 0), dwtt(2 * C, 0), db(C, 0);
+  launch(kCpu, column_blocks(C), EmbedBackward{dwte.data(), dwpe.data(), dwtt.data(), dout.data(), ids.data(), types.data(), N, T, C});
+  launch(kCpu, column_blocks(C), BiasBackward{db.data(), dout.data(), N, C});
+  for (int64_t c = 0; c < C; ++c) {
+    Vec wte(V, 0), wpe(T, 0);
+    double tt = 0, bias = 0;
+    for (int64_t r = 0; r < N; ++r) {
+      const double d = dout[size_t(r * C + c)];
+      wte[size_t(ids[size_t(r)])] += d, wpe[size_t(r % T)] += d, tt += d, bias += d;
+    }
+    for (int64_t v = 0; v < V; ++v) expect_close(wte[size_t(v)], dwte[size_t(v * C + c)], 1e-5, "dwte");
+    for (int64_t t = 0; t < T; ++t) expect_close(wpe[size_t(t)], dwpe[size_t(t * C + c)], 1e-5, "dwpe");
+    expect_close(tt, dwtt[size_t(C + c)], 1e-5, "dwtt");
+    EXPECT_EQ(dwtt[size_t(c)], 0.0f) << "type 0 never appears";
+    expect_close(bias, db[size_t(c)], 1e-5, "db");
+  }
+}
+
+TEST(Kernels, AdamWMatchesTheDefinition) {
+  auto p = random_floats(3001, 10), g = random_floats(3001, 11);
+  std::vector<float> m(p.size(), 0), v(p.size(), 0);
+  Vec pd(p.begin(), p.end()), md(p.size(), 0), vd(p.size(), 0);
+  for (int t = 1; t <= 3; ++t) {
+    const float bc1 = float(1 - std::pow(0.9, t)), bc2 = float(1 - std::pow(0.999, t));
+    launch(kCpu, int64_t(p.size()), AdamW{p.data(), m.data(), v.data(), g.data(), 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1.0f, bc1, bc2});
+    for (size_t i = 0; i < p.size(); ++i) reference::adamw(pd[i], g[i], md[i], vd[i], 1e-2, 0.9, 0.999, 1e-8, 0.1, t);
+  }
+  for (size_t i = 0; i < p.size(); ++i) expect_close(pd[i], p[i], 1e-5, "adamw");
+}
+
+TEST(Kernels, SumSquaresIsExactAcrossChunks) {
+  const int64_t n = 3 * kReduceChunk + 17;
+  std::vector<float> x(size_t(n), 0.5f);
+  EXPECT_DOUBLE_EQ(sum_squares(kCpu, x.data(), n), 0.25 * double(n));
+}
+
+TEST(Kernels, DropoutKeepsAboutOneMinusPAndScales) {
+  const int64_t n = 200000;
+  std::vector<float> x(static_cast<size_t>(n), 1.0f), y(x.size()), again(x.size());
+  launch(kCpu, n, Dropout{y.data(), x.data(), 42, 0.1f});
+  launch(kCpu, n, Dropout{again.data(), x.data(), 42, 0.1f});
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(y[size_t(i)] == 0.0f || std::fabs(y[size_t(i)] - 1.0f / 0.9f) < 1e-6f);
+    kept += y[size_t(i)] != 0.0f;
+  }
+  EXPECT_NEAR(double(kept) / double(n), 0.9, 0.005);
+  EXPECT_EQ(y, again) << "the mask is a function of the key";
+  launch(kCpu, n, Dropout{again.data(), x.data(), 43, 0.1f});
+  EXPECT_NE(y, again) << "another key, another mask";
+}
+
+TEST(Kernels, MaskedPositionsCountAsRunPretrainingDoes) {
+  // Row 0: predictions at 3, 5 then padding; row 1: a zero in the middle stops the count.
+  const std::vector<int32_t> positions = {3, 5, 0, 0, 2, 0, 7, 0}, ids = {11, 12, 0, 0, 13, 0, 14, 0};
+  std::vector<int32_t> rows(8), targets(8);
+  launch(kCpu, 8, MaskedPositions{rows.data(), targets.data(), positions.data(), ids.data(), 4, 10});
+  EXPECT_EQ(targets, (std::vector<int32_t>{11, 12, -1, -1, 13, -1, -1, -1}));
+  EXPECT_EQ(rows[0], 3);
+  EXPECT_EQ(rows[1], 5);
+  EXPECT_EQ(rows[4], 12);
+}
+
+}  // namespace
+}  // namespace pretrain

@@ -1,0 +1,205 @@
+// The models on the CPU backend: gradients against finite differences of the loss, the same bits
+// at 1 and 2 threads, training that lowers the loss, checkpoints and safetensors round trips, and
+// damaged files. (Equality with PyTorch is tests/compat/test_trainer_torch.py.)
+#include <gtest/gtest.h>
+
+#include <tbb/global_control.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "common/error.h"
+#include "common/file.h"
+#include "test_util.h"
+#include "trainer/checkpoint.h"
+#include "trainer/optimizer.h"
+
+namespace pretrain {
+namespace {
+
+using pretrain::testing::TempDir;
+const Device kCpu{};
+
+ModelConfig tiny(ModelKind kind) {
+  ModelConfig c = ModelConfig::preset(kind, "tiny");
+  c.layers = 2, c.hidden = 16, c.heads = 2, c.intermediate = 64, c.vocab_size = 23, c.max_positions = 16;
+  c.hidden_dropout = c.attention_dropout = 0.0f;
+  return c;
+}
+
+// A fixed batch of host int32 tensors (the CPU backend reads host memory).
+struct Data {
+  int64_t B = 3, T = 8, P = 3;
+  std::vector<int32_t> ids, types, mask, positions, mlm_ids, nsp, targets;
+  explicit Data(uint32_t seed) {
+    std::mt19937 gen(seed);
+    auto id = [&] { return int32_t(gen() % 20) + 3; };
+    for (int64_t i = 0; i < B * T; ++i) ids.push_back(id()), targets.push_back(id());
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        types.push_back(t >= T / 2 ? 1 : 0);
+        mask.push_back(b == 1 && t >= T - 2 ? 0 : 1);  // sample 1 ends in two padding tokens
+      }
+    positions = {1, 4, 6, 2, 3, 0, 5, 0, 0};  // sample 0: three predictions, 1: two, 2: one
+    mlm_ids = {5, 6, 7, 8, 9, 0, 10, 0, 0};
+    nsp = {0, 1, 1};
+  }
+  ModelInputs inputs(ModelKind kind) const {
+    ModelInputs in;
+    in.B = B, in.T = T, in.ids = ids.data();
+    if (kind == ModelKind::gpt) {
+      in.targets = targets.data();
+    } else {
+      in.types = types.data(), in.mask = mask.data(), in.P = P;
+      in.mlm_positions = positions.data(), in.mlm_ids = mlm_ids.data(), in.nsp_labels = nsp.data();
+    }
+    return in;
+  }
+};
+
+class ModelTest : public ::testing::TestWithParam<ModelKind> {};
+
+// Per tensor, the directional derivative along a random direction d: (L(θ + h·d) − L(θ − h·d)) / 2h
+// against Σ grad · d. (Single elements are too small a signal for fp32 finite differences.)
+TEST_P(ModelTest, GradientsMatchFiniteDifferences) {
+  Model model(tiny(GetParam()), kCpu);
+  model.init_weights(7);
+  for (int64_t i = 0; i < model.num_parameters(); ++i) model.weights()[i] *= 3.0f;  // a stronger signal
+  const Data data(1);
+  const ModelInputs in = data.inputs(GetParam());
+  model.zero_grads();
+  model.step(in, true, 1.0f, 0);
+  std::mt19937 gen(3);
+  std::normal_distribution<float> normal;
+  int checked = 0;
+  for (const ParamInfo& p : model.params()) {
+    if (p.name.find("key.bias") != std::string::npos) continue;  // its gradient is exactly 0
+    std::vector<float> d(static_cast<size_t>(p.numel)), saved(model.weights() + p.offset, model.weights() + p.offset + p.numel);
+    double predicted = 0;
+    for (int64_t k = 0; k < p.numel; ++k) d[size_t(k)] = normal(gen), predicted += double(model.grads()[p.offset + k]) * d[size_t(k)];
+    const float h = 5e-4f;
+    auto loss_at = [&](float s) {
+      for (int64_t k = 0; k < p.numel; ++k) model.weights()[p.offset + k] = saved[size_t(k)] + s * d[size_t(k)];
+      return model.step(in, false, 1.0f, 0).total;
+    };
+    const double fd = (loss_at(h) - loss_at(-h)) / (2 * h);
+    std::copy(saved.begin(), saved.end(), model.weights() + p.offset);
+    EXPECT_NEAR(predicted, fd, 2e-2 * std::fabs(fd) + 1e-3) << p.name;
+    ++checked;
+  }
+  EXPECT_GT(checked, 20);
+}
+
+std::vector<float> gradients_with_threads(ModelKind kind, int threads) {
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
+  ModelConfig c = tiny(kind);
+  c.hidden_dropout = c.attention_dropout = 0.1f;
+  Model model(c, kCpu);
+  model.init_weights(11);
+  const Data data(2);
+  model.zero_grads();
+  model.step(data.inputs(kind), true, 1.0f, 99);
+  return std::vector<float>(model.grads(), model.grads() + model.num_parameters());
+}
+
+TEST_P(ModelTest, SameBitsAtOneAndTwoThreads) {
+  EXPECT_EQ(gradients_with_threads(GetParam(), 1), gradients_with_threads(GetParam(), 2));
+}
+
+TEST_P(ModelTest, TrainingOnOneBatchLowersTheLoss) {
+  for (OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::lamb}) {
+    Model model(tiny(GetParam()), kCpu);
+    model.init_weights(5);
+    OptimizerConfig oc;
+    oc.kind = kind, oc.lr = 1e-2, oc.schedule = LrSchedule::constant;
+    Optimizer opt(oc, model);
+    const Data data(4);
+    double first = 0, last = 0;
+    for (int step = 1; step <= 60; ++step) {
+      model.zero_grads();
+      const double loss = model.step(data.inputs(GetParam()), true, 1.0f, 0).total;
+      if (step == 1) first = loss;
+      last = loss;
+      opt.step(step);
+    }
+    EXPECT_LT(last, 0.9 * first) << optimizer_name(kind);  // measured: bert 0.7, gpt 0.84
+  }
+}
+
+TEST_P(ModelTest, CheckpointRoundTripRestoresWeightsAndMoments) {
+  TempDir dir;
+  Model model(tiny(GetParam()), kCpu);
+  model.init_weights(3);
+  OptimizerConfig oc;
+  Optimizer opt(oc, model);
+  const Data data(5);
+  model.zero_grads();
+  model.step(data.inputs(GetParam()), true, 1.0f, 0);
+  opt.step(1);
+  const std::string path = save_checkpoint(dir.path(), 1, model, opt, {{"step", 1}, {"loader", "{}"}});
+  ASSERT_EQ(latest_checkpoint(dir.path()).value(), path);
+
+  Model other(tiny(GetParam()), kCpu);
+  Optimizer other_opt(oc, other);
+  const auto state = load_checkpoint(path, other, other_opt);
+  EXPECT_EQ(state.at("step").get<int>(), 1);
+  const int64_t n = model.num_parameters();
+  EXPECT_TRUE(std::equal(model.weights(), model.weights() + n, other.weights()));
+  EXPECT_TRUE(std::equal(opt.m(), opt.m() + n, other_opt.m()));
+  EXPECT_TRUE(std::equal(opt.v(), opt.v() + n, other_opt.v()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, ModelTest, ::testing::Values(ModelKind::bert, ModelKind::gpt),
+                         [](const auto& info) { return info.param == ModelKind::bert ? "bert" : "gpt"; });
+
+TEST(Safetensors, DamagedFilesAreClearErrors) {
+  TempDir dir;
+  const std::string path = dir.file("w.safetensors");
+  write_safetensors(path, {{"a", HostTensor{{2, 3}, {1, 2, 3, 4, 5, 6}}}});
+  auto back = read_safetensors(path);
+  EXPECT_EQ(back.at("a").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(back.at("a").data[5], 6.0f);
+  const std::string bytes = read_file(path);
+  write_file_atomic(path, bytes.substr(0, bytes.size() - 4));  // truncated data
+  EXPECT_THROW(
+      {
+        try {
+          read_safetensors(path);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("tensor 'a'"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  write_file_atomic(path, std::string("\xff\xff\xff\xff\0\0\0\0{}", 10));  // header longer than the file
+  EXPECT_THROW(read_safetensors(path), Error);
+  write_file_atomic(path, std::string("\x02\0\0\0\0\0\0\0[]", 10));  // not an object
+  EXPECT_THROW(read_safetensors(path), Error);
+}
+
+TEST(Safetensors, ImportRefusesAShapeMismatch) {
+  Model model(tiny(ModelKind::gpt), kCpu);
+  auto weights = export_weights(model);
+  weights.at("transformer.wpe.weight").shape = {8, 32};
+  EXPECT_THROW(import_weights(model, weights, "x.safetensors"), Error);
+  weights.erase("transformer.wpe.weight");
+  EXPECT_THROW(import_weights(model, weights, "x.safetensors"), Error);
+}
+
+TEST(LearningRate, WarmupThenDecay) {
+  OptimizerConfig c;
+  c.lr = 1.0, c.warmup_steps = 10, c.total_steps = 110;
+  EXPECT_DOUBLE_EQ(learning_rate(c, 5), 0.5);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 10), 1.0);
+  c.schedule = LrSchedule::linear;
+  EXPECT_DOUBLE_EQ(learning_rate(c, 60), 0.5);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 110), 0.0);
+  c.schedule = LrSchedule::cosine;
+  EXPECT_NEAR(learning_rate(c, 60), 0.5, 1e-12);
+  c.schedule = LrSchedule::polynomial;
+  EXPECT_NEAR(learning_rate(c, 85), 0.5, 1e-12);  // (1 − 0.75)^0.5
+}
+
+}  // namespace
+}  // namespace pretrain

@@ -1,0 +1,104 @@
+// Where the trainer computes: the CPU (oneTBB loops, OpenBLAS sgemm) or one CUDA device (the same
+// ops launched as kernels on one stream, cuBLAS GEMMs). The model, optimizer and checkpoint code
+// call only what is here, so they are written once for both.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "trainer/kernels.h"
+
+namespace pretrain {
+
+struct Device {
+  bool cuda = false;
+  int index = 0;           // CUDA device
+  void* stream = nullptr;  // cudaStream_t
+  void* blas = nullptr;    // cublasHandle_t
+  std::string name;        // "cpu (2 threads)", "NVIDIA H100 80GB HBM3"
+  int threads = 1;         // CPU: oneTBB and OpenBLAS threads
+};
+
+// "cpu", "cuda" or "cuda:N". Throws Error when the device cannot be used here (a CUDA build on a
+// machine without a GPU, a CPU-only build asked for cuda).
+Device open_device(const std::string& spec, int threads);
+void close_device(Device& device);
+
+// Device memory (host memory for the CPU), 256-byte aligned; zero-filled.
+void* device_alloc(const Device& d, size_t bytes);
+void device_free(const Device& d, void* p);
+void device_zero(const Device& d, void* p, size_t bytes);
+void copy_to_device(const Device& d, void* dst, const void* src, size_t bytes);
+void copy_to_host(const Device& d, void* dst, const void* src, size_t bytes);
+void synchronize(const Device& d);
+// Bytes of device memory in use by this process (CUDA: cudaMemGetInfo; CPU: 0).
+size_t device_memory_used(const Device& d);
+
+// C = alpha · op(A) · op(B) + beta · C, row-major, op = transpose when ta / tb; A is m×k after op.
+void gemm(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// `batch` GEMMs, the i-th on A + i·sa, B + i·sb, C + i·sc.
+void gemm_batched(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                  const float* A, int64_t lda, int64_t sa, const float* B, int64_t ldb, int64_t sb,
+                  float beta, float* C, int64_t ldc, int64_t sc, int64_t batch);
+
+// Runs op(i) for i in [0, n).
+template <typename Op>
+void cpu_launch(int64_t n, const Op& op) {
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t i = r.begin(); i < r.end(); ++i) op(i);
+  });
+}
+template <typename Op>
+void cuda_launch(const Device& d, int64_t n, const Op& op);  // instantiated for kernels.h's ops
+
+template <typename Op>
+void launch(const Device& d, int64_t n, const Op& op) {
+  if (n <= 0) return;
+  if (d.cuda)
+    cuda_launch(d, n, op);
+  else
+    cpu_launch(n, op);
+}
+
+// Σ x² over n elements in a fixed order (kernels::SumSquares chunks, added in order on the host):
+// the same bits at any thread count.
+double sum_squares(const Device& d, const float* x, int64_t n);
+
+// A typed buffer of device memory.
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const Device& d, size_t n) : device_(&d), n_(n), p_(static_cast<T*>(device_alloc(d, n * sizeof(T)))) {}
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : device_(o.device_), n_(o.n_), p_(o.p_) { o.p_ = nullptr, o.n_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) reset(), device_ = o.device_, n_ = o.n_, p_ = o.p_, o.p_ = nullptr, o.n_ = 0;
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  void reset() {
+    if (p_) device_free(*device_, p_);
+    p_ = nullptr, n_ = 0;
+  }
+  T* get() const { return p_; }
+  size_t size() const { return n_; }
+  std::vector<T> to_host() const {
+    std::vector<T> h(n_);
+    if (n_) copy_to_host(*device_, h.data(), p_, n_ * sizeof(T));
+    return h;
+  }
+  void from_host(const T* src, size_t n) { copy_to_device(*device_, p_, src, n * sizeof(T)); }
+
+ private:
+  const Device* device_ = nullptr;
+  size_t n_ = 0;
+  T* p_ = nullptr;
+};
+
+}  // namespace pretrain

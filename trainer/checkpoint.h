@@ -1,0 +1,32 @@
+// Checkpoints and weight export. A checkpoint is a directory step-<8 digits>/ under
+// --checkpoint-dir holding model.safetensors (the weights, by their reference names),
+// optimizer.safetensors (exp_avg.<name>, exp_avg_sq.<name>) and state.json (step, loader state,
+// the run's configuration). It is written as <name>.tmp-<pid> and renamed when complete, and
+// `latest` names the newest, so a kill at any moment leaves either the old or the new one whole.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "trainer/optimizer.h"
+#include "trainer/safetensors.h"
+
+namespace pretrain {
+
+std::map<std::string, HostTensor> export_weights(const Model& model);
+// Loads every parameter of the model from `tensors` (names and shapes must match; a tied output
+// weight — cls.predictions.decoder.weight, lm_head.weight — may be present and is ignored).
+void import_weights(Model& model, const std::map<std::string, HostTensor>& tensors, const std::string& source);
+
+// Writes checkpoint `step` and points `latest` at it; returns its path.
+std::string save_checkpoint(const std::string& dir, int64_t step, const Model& model, const Optimizer& optimizer,
+                            const nlohmann::json& state);
+// The newest complete checkpoint under dir (from `latest`), if any.
+std::optional<std::string> latest_checkpoint(const std::string& dir);
+// Restores weights and optimizer moments; returns state.json. Throws Error naming the file on a
+// missing, truncated or mismatched checkpoint.
+nlohmann::json load_checkpoint(const std::string& path, Model& model, Optimizer& optimizer);
+
+}  // namespace pretrain

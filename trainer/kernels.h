@@ -1,0 +1,440 @@
+// Every non-GEMM op of the trainer, written once (DESIGN.md, "Kernels"). An op is a small struct of
+// pointers and sizes with `operator()(i)` for one index of its range: an element, a row, or a block
+// of columns. The CPU backend calls it from a oneTBB parallel_for, the CUDA backend from a
+// grid-stride kernel (trainer/backend_cuda.cu); trainer/reference.h has a naive double-precision
+// version of each that the unit tests compare against.
+//
+// Determinism: every output element is written by exactly one index, and every sum runs in a
+// fixed order inside that index, so results do not depend on the thread count or the schedule.
+// Reductions over rows (bias and LayerNorm gradients, embedding gradients) are column-block ops:
+// index j owns columns [j·kColumnBlock, (j+1)·kColumnBlock) and walks the rows in order.
+//
+// Shapes: N = rows (batch × sequence, or masked positions), C = channels, V = vocabulary,
+// T = sequence length, NH = heads. All row-major, contiguous, fp32.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "common/hd.h"
+
+namespace pretrain::kernels {
+
+inline constexpr int64_t kColumnBlock = 32;
+inline constexpr int64_t kReduceChunk = 1 << 14;  // elements per partial sum of a norm
+inline constexpr float kMaskedScore = -10000.0f;  // Google BERT's additive attention mask
+
+PRETRAIN_HD inline int64_t column_blocks(int64_t C) { return (C + kColumnBlock - 1) / kColumnBlock; }
+PRETRAIN_HD inline int64_t reduce_chunks(int64_t n) { return (n + kReduceChunk - 1) / kReduceChunk; }
+
+// ---------------------------------------------------------------- embeddings
+// Row r of [N, C]: out = wte[ids[r]] + wpe[r mod T] (+ wtt[types[r]] when BERT's token types).
+struct EmbedForward {
+  float* out;
+  const int32_t* ids;
+  const int32_t* types;  // null: no token-type embedding (GPT)
+  const float *wte, *wpe, *wtt;
+  int64_t T, C;
+  PRETRAIN_HD void operator()(int64_t r) const {
+    const float* w = wte + int64_t(ids[r]) * C;
+    const float* p = wpe + (r % T) * C;
+    float* o = out + r * C;
+    if (types) {
+      const float* t = wtt + int64_t(types[r]) * C;
+      for (int64_t c = 0; c < C; ++c) o[c] = w[c] + p[c] + t[c];
+    } else {
+      for (int64_t c = 0; c < C; ++c) o[c] = w[c] + p[c];
+    }
+  }
+};
+
+// Column block j: the embedding gradients, accumulated row by row in order (a row's id decides
+// which wte row it lands in, so rows cannot be split between threads without a race).
+struct EmbedBackward {
+  float *dwte, *dwpe, *dwtt;  // dwtt null without token types
+  const float* dout;
+  const int32_t *ids, *types;
+  int64_t N, T, C;
+  PRETRAIN_HD void operator()(int64_t j) const {
+    const int64_t c0 = j * kColumnBlock, c1 = c0 + kColumnBlock < C ? c0 + kColumnBlock : C;
+    for (int64_t r = 0; r < N; ++r) {
+      const float* d = dout + r * C;
+      float* w = dwte + int64_t(ids[r]) * C;
+      float* p = dwpe + (r % T) * C;
+      for (int64_t c = c0; c < c1; ++c) w[c] += d[c], p[c] += d[c];
+      if (dwtt) {
+        float* t = dwtt + int64_t(types[r]) * C;
+        for (int64_t c = c0; c < c1; ++c) t[c] += d[c];
+      }
+    }
+  }
+};
+
+// ---------------------------------------------------------------- LayerNorm
+// Row r: out = (x − mean) · rstd · w + b, keeping mean and rstd for the backward pass.
+struct LayerNormForward {
+  float *out, *mean, *rstd;
+  const float *inp, *w, *b;
+  int64_t C;
+  float eps;
+  PRETRAIN_HD void operator()(int64_t r) const {
+    const float* x = inp + r * C;
+    float m = 0;
+    for (int64_t c = 0; c < C; ++c) m += x[c];
+    m /= float(C);
+    float v = 0;
+    for (int64_t c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
+    v /= float(C);
+    const float s = 1.0f / sqrtf(v + eps);
+    float* o = out + r * C;
+    for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
+    mean[r] = m;
+    rstd[r] = s;
+  }
+};
+
+// Row r: dinp (= or +=) rstd · (dnorm − mean(dnorm) − norm · mean(dnorm · norm)), dnorm = dout · w.
+struct LayerNormBackward {
+  float* dinp;
+  const float *dout, *inp, *w, *mean, *rstd;
+  int64_t C;
+  bool accumulate;
+  PRETRAIN_HD void operator()(int64_t r) const {
+    const float *x = inp + r * C, *d = dout + r * C;
+    const float m = mean[r], s = rstd[r];
+    float dn_mean = 0, dn_norm_mean = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const float dn = d[c] * w[c];
+      dn_mean += dn;
+      dn_norm_mean += dn * (x[c] - m) * s;
+    }
+    dn_mean /= float(C);
+    dn_norm_mean /= float(C);
+    float* o = dinp + r * C;
+    for (int64_t c = 0; c < C; ++c) {
+      const float g = s * (d[c] * w[c] - dn_mean - (x[c] - m) * s * dn_norm_mean);
+      o[c] = accumulate ? o[c] + g : g;
+    }
+  }
+};
+
+// Column block j: dw += Σ_r dout · norm, db += Σ_r dout.
+struct LayerNormParamBackward {
+  float *dw, *db;
+  const float *dout, *inp, *mean, *rstd;
+  int64_t N, C;
+  PRETRAIN_HD void operator()(int64_t j) const {
+    const int64_t c0 = j * kColumnBlock, c1 = c0 + kColumnBlock < C ? c0 + kColumnBlock : C;
+    for (int64_t r = 0; r < N; ++r) {
+      const float *x = inp + r * C, *d = dout + r * C;
+      const float m = mean[r], s = rstd[r];
+      for (int64_t c = c0; c < c1; ++c) {
+        dw[c] += d[c] * (x[c] - m) * s;
+        db[c] += d[c];
+      }
+    }
+  }
+};
+
+// ---------------------------------------------------------------- bias, residual, activations
+// Element i of [N, C]: out[i] = bias[i mod C] (a GEMM then accumulates onto it).
+struct BroadcastBias {
+  float* out;
+  const float* bias;
+  int64_t C;
+  PRETRAIN_HD void operator()(int64_t i) const { out[i] = bias[i % C]; }
+};
+
+// Column block j: db += Σ_r dout[r].
+struct BiasBackward {
+  float* db;
+  const float* dout;
+  int64_t N, C;
+  PRETRAIN_HD void operator()(int64_t j) const {
+    const int64_t c0 = j * kColumnBlock, c1 = c0 + kColumnBlock < C ? c0 + kColumnBlock : C;
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t c = c0; c < c1; ++c) db[c] += dout[r * C + c];
+  }
+};
+
+// Element i: out = a + b.
+struct Add {
+  float* out;
+  const float *a, *b;
+  PRETRAIN_HD void operator()(int64_t i) const { out[i] = a[i] + b[i]; }
+};
+
+// Element i: out += a.
+struct Accumulate {
+  float* out;
+  const float* a;
+  PRETRAIN_HD void operator()(int64_t i) const { out[i] += a[i]; }
+};
+
+// Element i: out = a · s.
+struct Scale {
+  float* out;
+  const float* a;
+  float s;
+  PRETRAIN_HD void operator()(int64_t i) const { out[i] = a[i] * s; }
+};
+
+enum class Gelu : int { erf = 0, tanh = 1 };  // BERT's exact GELU; GPT-2's tanh approximation
+
+PRETRAIN_HD inline float gelu(Gelu kind, float x) {
+  if (kind == Gelu::erf) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  const float k = 0.79788456080286536f;  // sqrt(2/pi)
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+PRETRAIN_HD inline float gelu_grad(Gelu kind, float x) {
+  if (kind == Gelu::erf) {
+    const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
+    return cdf + x * pdf;
+  }
+  const float k = 0.79788456080286536f;
+  const float u = k * (x + 0.044715f * x * x * x);
+  const float t = tanhf(u);
+  const float du = k * (1.0f + 3.0f * 0.044715f * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
+// Element i: out = gelu(inp).
+struct GeluForward {
+  float* out;
+  const float* inp;
+  Gelu kind;
+  PRETRAIN_HD void operator()(int64_t i) const { out[i] = gelu(kind, inp[i]); }
+};
+
+// Element i: dinp = dout · gelu'(inp). dinp may alias dout.
+struct GeluBackward {
+  float* dinp;
+  const float *dout, *inp;
+  Gelu kind;
+  PRETRAIN_HD void operator()(int64_t i) const { dinp[i] = dout[i] * gelu_grad(kind, inp[i]); }
+};
+
+// Element i: out = tanh(inp) (BERT's pooler); backward dinp = dout · (1 − out²).
+struct TanhForward {
+  float* out;
+  const float* inp;
+  PRETRAIN_HD void operator()(int64_t i) const { out[i] = tanhf(inp[i]); }
+};
+struct TanhBackward {
+  float* dinp;
+  const float *dout, *out;
+  PRETRAIN_HD void operator()(int64_t i) const { dinp[i] = dout[i] * (1.0f - out[i] * out[i]); }
+};
+
+// ---------------------------------------------------------------- dropout
+// Whether element i survives: a counter-based hash of (key, i), so the backward pass (and a
+// resumed run) recomputes the same mask without storing it. key = f(seed, step, site).
+PRETRAIN_HD inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+PRETRAIN_HD inline bool dropout_keep(uint64_t key, int64_t i, float p) {
+  const uint64_t h = mix64(key + uint64_t(i) * 0x9e3779b97f4a7c15ULL);
+  return float(h >> 40) * (1.0f / 16777216.0f) >= p;  // 24 random bits, uniform in [0, 1)
+}
+
+// Element i: out = keep ? inp / (1 − p) : 0. The same op on the gradients is its backward.
+struct Dropout {
+  float* out;
+  const float* inp;
+  uint64_t key;
+  float p;
+  PRETRAIN_HD void operator()(int64_t i) const {
+    out[i] = dropout_keep(key, i, p) ? inp[i] * (1.0f / (1.0f - p)) : 0.0f;
+  }
+};
+
+// ---------------------------------------------------------------- attention
+// Row r of the [B, NH, T, T] scores (already scaled by 1/sqrt(head size)): softmax over the keys
+// a query may see. Causal (GPT): keys j ≤ i, the rest get exactly 0. Padding (BERT): keys whose
+// input_mask is 0 get the additive −10000 of Google's BERT.
+struct SoftmaxForward {
+  float* probs;
+  const float* scores;
+  const int32_t* key_mask;  // [B, T]; null: no padding mask
+  bool causal;
+  int64_t NH, T;
+  PRETRAIN_HD void operator()(int64_t r) const {
+    const int64_t b = r / (NH * T), i = r % T;
+    const float* s = scores + r * T;
+    float* p = probs + r * T;
+    const int64_t n = causal ? i + 1 : T;
+    const int32_t* km = key_mask ? key_mask + b * T : nullptr;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = s[j] + (km && km[j] == 0 ? kMaskedScore : 0.0f);
+      mx = v > mx ? v : mx;
+    }
+    float sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const float e = expf(s[j] + (km && km[j] == 0 ? kMaskedScore : 0.0f) - mx);
+      p[j] = e;
+      sum += e;
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; ++j) p[j] *= inv;
+    for (int64_t j = n; j < T; ++j) p[j] = 0.0f;
+  }
+};
+
+// Row r: dscores = probs · (dprobs − Σ probs · dprobs). dscores may alias dprobs.
+struct SoftmaxBackward {
+  float* dscores;
+  const float *dprobs, *probs;
+  int64_t T;
+  PRETRAIN_HD void operator()(int64_t r) const {
+    const float *p = probs + r * T, *d = dprobs + r * T;
+    float dot = 0;
+    for (int64_t j = 0; j < T; ++j) dot += p[j] * d[j];
+    float* o = dscores + r * T;
+    for (int64_t j = 0; j < T; ++j) o[j] = p[j] * (d[j] - dot);
+  }
+};
+
+// ---------------------------------------------------------------- losses
+// Row r of [N, V] logits, overwritten with their gradient: loss[r] = logsumexp − logit[target];
+// dlogits = (softmax − onehot(target)) · dloss. Rows whose target is negative are ignored (loss 0,
+// gradient 0), as in PyTorch's ignore_index.
+struct CrossEntropy {
+  float* logits;  // in: logits, out: dloss/dlogits
+  float* losses;  // [N]
+  const int32_t* targets;
+  int64_t V;
+  float dloss;  // d(total loss)/d(loss[r]): 1/count for a mean
+  PRETRAIN_HD void operator()(int64_t r) const {
+    float* x = logits + r * V;
+    const int32_t t = targets[r];
+    if (t < 0) {
+      losses[r] = 0;
+      for (int64_t v = 0; v < V; ++v) x[v] = 0;
+      return;
+    }
+    float mx = -INFINITY;
+    for (int64_t v = 0; v < V; ++v) mx = x[v] > mx ? x[v] : mx;
+    float sum = 0;
+    for (int64_t v = 0; v < V; ++v) sum += expf(x[v] - mx);
+    const float log_sum = logf(sum) + mx;
+    losses[r] = log_sum - x[t];
+    for (int64_t v = 0; v < V; ++v) x[v] = (expf(x[v] - log_sum) - (v == t ? 1.0f : 0.0f)) * dloss;
+  }
+};
+
+// ---------------------------------------------------------------- gathers
+// Row r: out[r] = inp[rows[r]] (BERT's MLM head runs on the masked positions only).
+struct GatherRows {
+  float* out;
+  const float* inp;
+  const int32_t* rows;
+  int64_t C;
+  PRETRAIN_HD void operator()(int64_t r) const {
+    const float* s = inp + int64_t(rows[r]) * C;
+    for (int64_t c = 0; c < C; ++c) out[r * C + c] = s[c];
+  }
+};
+// Row r: out[rows[r]] += inp[r], skipped where targets[r] < 0 (a padding slot, whose row may
+// repeat); the other rows are distinct, so no two indices touch the same row.
+struct ScatterAddRows {
+  float* out;
+  const float* inp;
+  const int32_t* rows;
+  const int32_t* targets;  // null: every row counts
+  int64_t C;
+  PRETRAIN_HD void operator()(int64_t r) const {
+    if (targets && targets[r] < 0) return;
+    float* d = out + int64_t(rows[r]) * C;
+    for (int64_t c = 0; c < C; ++c) d[c] += inp[r * C + c];
+  }
+};
+
+// Slot i of [B, P] predictions (NVIDIA's masked_lm_positions / masked_lm_ids, 0-padded): the row of
+// the [B·T, C] hidden states it reads and its target. A prediction counts as run_pretraining.py
+// counts it: when positions 0..p of its row are all non-zero (position 0 is [CLS], never masked);
+// the others get target −1 and row b·T, which the loss and the scatter ignore.
+struct MaskedPositions {
+  int32_t *rows, *targets;
+  const int32_t *positions, *ids;
+  int64_t P, T;
+  PRETRAIN_HD void operator()(int64_t i) const {
+    const int64_t b = i / P, p = i % P;
+    bool valid = true;
+    for (int64_t q = 0; q <= p; ++q) valid = valid && positions[b * P + q] != 0;
+    rows[i] = int32_t(b * T + (valid ? positions[i] : 0));
+    targets[i] = valid ? ids[i] : -1;
+  }
+};
+
+// ---------------------------------------------------------------- optimizers and norms
+// Chunk k: partial[k] = Σ x² over elements [k·kReduceChunk, …) in order (double, so a norm over
+// 10⁸ parameters does not lose the small terms). The caller adds the partials in order.
+struct SumSquares {
+  double* partial;
+  const float* x;
+  int64_t n;
+  PRETRAIN_HD void operator()(int64_t k) const {
+    const int64_t i0 = k * kReduceChunk, i1 = i0 + kReduceChunk < n ? i0 + kReduceChunk : n;
+    double s = 0;
+    for (int64_t i = i0; i < i1; ++i) s += double(x[i]) * double(x[i]);
+    partial[k] = s;
+  }
+};
+
+// Element i: AdamW as torch.optim.AdamW computes it (decoupled decay first, then the Adam step
+// with bias corrections); g is scaled by grad_scale (clipping, loss scale) first.
+struct AdamW {
+  float *p, *m, *v;
+  const float* g;
+  float lr, beta1, beta2, eps, weight_decay, grad_scale;
+  float bias_correction1, bias_correction2;  // 1 − β^t
+  PRETRAIN_HD void operator()(int64_t i) const {
+    const float grad = g[i] * grad_scale;
+    float param = p[i] * (1.0f - lr * weight_decay);
+    const float mi = beta1 * m[i] + (1.0f - beta1) * grad;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
+    m[i] = mi;
+    v[i] = vi;
+    const float denom = sqrtf(vi) / sqrtf(bias_correction2) + eps;
+    param -= (lr / bias_correction1) * (mi / denom);
+    p[i] = param;
+  }
+};
+
+// LAMB as NVIDIA's BERT uses it (apex FusedLAMB): stage 1 updates the moments and writes the
+// update direction u = m̂ / (sqrt(v̂) + eps) + wd · p; stage 2 (after the per-tensor norms of p and
+// u) applies p −= lr · trust · u, trust = ‖p‖ / ‖u‖ (1 when either is 0).
+struct LambStage1 {
+  float *update, *m, *v;
+  const float *p, *g;
+  float beta1, beta2, eps, weight_decay, grad_scale;
+  float bias_correction1, bias_correction2;
+  PRETRAIN_HD void operator()(int64_t i) const {
+    const float grad = g[i] * grad_scale;
+    const float mi = beta1 * m[i] + (1.0f - beta1) * grad;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
+    m[i] = mi;
+    v[i] = vi;
+    update[i] = (mi / bias_correction1) / (sqrtf(vi / bias_correction2) + eps) + weight_decay * p[i];
+  }
+};
+struct LambStage2 {
+  float* p;
+  const float* update;
+  float step;  // lr · trust ratio
+  PRETRAIN_HD void operator()(int64_t i) const { p[i] -= step * update[i]; }
+};
+
+}  // namespace pretrain::kernels
+
+// Every op above, for the CUDA backend's explicit instantiations (trainer/backend_cuda.cu).
+#define PRETRAIN_TRAINER_KERNELS(X)                                                               \
+  X(EmbedForward) X(EmbedBackward) X(LayerNormForward) X(LayerNormBackward)                       \
+  X(LayerNormParamBackward) X(BroadcastBias) X(BiasBackward) X(Add) X(Accumulate) X(Scale)        \
+  X(GeluForward) X(GeluBackward) X(TanhForward) X(TanhBackward) X(Dropout) X(SoftmaxForward)      \
+  X(SoftmaxBackward) X(CrossEntropy) X(GatherRows) X(ScatterAddRows) X(SumSquares) X(AdamW)       \
+  X(LambStage1) X(LambStage2) X(MaskedPositions)

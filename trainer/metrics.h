@@ -1,0 +1,46 @@
+// What each training iteration reports: one human line on stdout and one JSON object in
+// <log-dir>/metrics.jsonl (the fields scripts/extract_logs.py reads). TFLOPs per device count
+// train_flops_per_sample (model.h); MFU divides by the device's peak: a table of GPU models for
+// CUDA, a measured OpenBLAS sgemm rate on the CPU (or --peak-tflops).
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "trainer/model.h"
+
+namespace pretrain {
+
+struct StepRecord {
+  int64_t step = 0, max_steps = 0;
+  Losses losses;
+  double lr = 0, grad_norm = 0;
+  double seconds = 0, data_wait = 0;
+  int64_t samples = 0, tokens = 0;
+  double flops = 0;
+  size_t device_bytes = 0;  // parameters, gradients, optimizer state and activations
+};
+
+// Peak dense TFLOPs of a GPU by its name, for a precision ("fp32", "bf16", "fp16"); 0 if unknown.
+double gpu_peak_tflops(const std::string& name, const std::string& precision);
+// sgemm TFLOPs this process reaches on the CPU (best of a few 1024³ products).
+double measure_cpu_peak_tflops();
+// Resident and peak resident memory of this process, bytes (Linux /proc/self/status).
+size_t host_rss_bytes();
+size_t host_peak_rss_bytes();
+
+class MetricsLog {
+ public:
+  MetricsLog(const std::string& log_dir, const ModelConfig& config, const Device& device, double peak_tflops);
+  void record(const StepRecord& r, bool print);
+  void summary() const;  // mean throughput over the steps after the first (warm-up) ones
+  double peak_tflops() const { return peak_; }
+
+ private:
+  std::ofstream jsonl_;
+  double peak_ = 0;
+  std::vector<StepRecord> records_;
+};
+
+}  // namespace pretrain

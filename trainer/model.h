@@ -1,0 +1,126 @@
+// BERT (Google/NVIDIA: post-LayerNorm, erf GELU, MLM head on the masked positions only, NSP head)
+// and GPT-2 (pre-LayerNorm, causal, tanh GELU, tied LM head), in llm.c's manner: one arena of
+// parameters, one of gradients (same layout), one of activations, and an explicit forward and
+// backward per layer. Every op comes from trainer/kernels.h, every GEMM from trainer/backend.h.
+//
+// Parameter names and layouts are those of the reference implementations, so exported weights
+// load there as they are: HF's BertForPreTraining for BERT (nn.Linear [out, in]), nanoGPT's GPT for
+// GPT-2 (HF's GPT2LMHeadModel after transposing its Conv1D weights).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainer/backend.h"
+
+namespace pretrain {
+
+enum class ModelKind { bert, gpt };
+
+struct ModelConfig {
+  ModelKind kind = ModelKind::bert;
+  std::string name = "custom";
+  int64_t layers = 2, hidden = 128, heads = 2, intermediate = 512;
+  int64_t vocab_size = 0, max_positions = 512, type_vocab_size = 2;
+  float hidden_dropout = 0.1f, attention_dropout = 0.1f;
+  float ln_eps = 1e-12f;
+
+  int64_t head_size() const { return hidden / heads; }
+  // BERT: tiny (2×128), mini (4×256), small (4×512), medium (8×512), base (12×768), large
+  // (24×1024), as Google's BERT release names them. GPT: tiny (2×128), 124M, 350M, 774M, 1.5B.
+  static ModelConfig preset(ModelKind kind, const std::string& name);
+  static std::vector<std::string> preset_names(ModelKind kind);
+  void validate() const;  // throws UsageError
+  std::string describe() const;  // "bert base: 12 layers, hidden 768, 12 heads, vocab 30522"
+};
+
+struct ParamInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0, numel = 0;  // in floats, into the parameter (and gradient) arena
+  bool decay = true;              // weight decay applies (not to biases and LayerNorm)
+};
+
+// One micro-batch, as device pointers to int32 tensors (the loader's Batch).
+struct ModelInputs {
+  int64_t B = 0, T = 0;
+  const int32_t* ids = nullptr;
+  // BERT
+  const int32_t* types = nullptr;  // segment ids [B, T]
+  const int32_t* mask = nullptr;   // input_mask [B, T]
+  int64_t P = 0;                   // max predictions
+  const int32_t* mlm_positions = nullptr;  // [B, P]
+  const int32_t* mlm_ids = nullptr;        // [B, P]
+  const int32_t* nsp_labels = nullptr;     // [B]
+  // GPT
+  const int32_t* targets = nullptr;  // [B, T]
+};
+
+struct Losses {
+  double total = 0;    // what is minimised: BERT mlm + nsp, GPT lm
+  double mlm = 0, nsp = 0;
+  int64_t predictions = 0;  // BERT: masked positions that counted; GPT: tokens
+};
+
+class Model {
+ public:
+  Model(const ModelConfig& config, const Device& device);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const Device& device() const { return device_; }
+  const std::vector<ParamInfo>& params() const { return params_; }
+  const ParamInfo& param(const std::string& name) const;
+  int64_t num_parameters() const { return num_params_; }
+  float* weights() const { return weights_.get(); }
+  float* grads() const { return grads_.get(); }
+
+  // Initialises the weights as the references do: BERT truncated normal (σ 0.02, cut at 2σ),
+  // GPT-2 normal (σ 0.02; residual projections σ 0.02/sqrt(2·layers)); biases 0, LayerNorm (1, 0).
+  // A function of the seed only.
+  void init_weights(uint64_t seed);
+  void zero_grads();
+
+  // Forward on one micro-batch; with `backward`, adds the gradients of loss_scale × total loss to
+  // grads(). dropout_key 0 turns dropout off (evaluation, tests). keep_logits keeps a copy of the
+  // logits for logits() (the loss overwrites them with their gradient).
+  Losses step(const ModelInputs& in, bool backward, float loss_scale, uint64_t dropout_key, bool keep_logits = false);
+  // The kept logits of the last step: GPT [B·T, V]; BERT MLM [B·P, V] then NSP [B, 2].
+  std::vector<float> logits() const;
+
+  // --recompute: the GELU outputs are not kept but recomputed in the backward pass.
+  void set_recompute(bool on) { recompute_ = on; }
+  size_t activation_bytes() const;  // of the current plan (after the first step)
+  size_t parameter_bytes() const { return size_t(num_params_) * sizeof(float); }
+
+ private:
+  struct Plan;
+  void plan_for(int64_t B, int64_t T, int64_t P);
+  void forward_layer(int l, const ModelInputs& in, uint64_t key);
+  void backward_layer(int l, const ModelInputs& in, uint64_t key, const float* dout, float* dinp);
+  void attention_forward(int l, const ModelInputs& in, uint64_t key);
+  void attention_backward(int l, const ModelInputs& in, uint64_t key, const float* datt, float* dqkv);
+  Losses bert_step(const ModelInputs& in, bool backward, float loss_scale, uint64_t key, bool keep_logits);
+  Losses gpt_step(const ModelInputs& in, bool backward, float loss_scale, uint64_t key, bool keep_logits);
+  float* w(const std::string& name) const;
+  float* g(const std::string& name) const;
+
+  ModelConfig config_;
+  Device device_;
+  std::vector<ParamInfo> params_;
+  int64_t num_params_ = 0;
+  DeviceBuffer<float> weights_, grads_;
+  std::unique_ptr<Plan> plan_;
+  bool recompute_ = false;
+};
+
+// FLOPs of one training step (forward + backward) on one sample, PaLM's appendix B count:
+// 6 × (matmul parameters touched per token) per token plus 12 · layers · hidden · seq for
+// attention's score and value products; BERT's MLM head (dense + decoder) counts on masked
+// positions only. `masked` = average masked positions per sample.
+double train_flops_per_sample(const ModelConfig& c, int64_t seq_len, double masked);
+
+}  // namespace pretrain

@@ -1,0 +1,62 @@
+// AdamW (torch.optim.AdamW's arithmetic) and LAMB (NVIDIA's BERT: apex FusedLAMB), with the
+// learning-rate schedule, global-norm clipping, and the moments in an arena laid out like the
+// parameters. The element work is kernels.h's AdamW / LambStage1 / LambStage2.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "trainer/model.h"
+
+namespace pretrain {
+
+enum class OptimizerKind { adamw, lamb };
+enum class LrSchedule { constant, linear, polynomial, cosine };
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::adamw;
+  double lr = 1e-4;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0.01;  // not applied to biases and LayerNorm (ParamInfo::decay)
+  double max_grad_norm = 1.0;  // 0: no clipping
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 0;     // where the decay ends (the run's --max-steps)
+  LrSchedule schedule = LrSchedule::linear;
+  double poly_power = 0.5;     // NVIDIA BERT's PolyWarmUpScheduler
+  double min_lr_ratio = 0.0;   // floor of the decay, as a fraction of lr
+};
+
+OptimizerKind parse_optimizer(const std::string& name);  // "adamw" | "lamb"; UsageError otherwise
+LrSchedule parse_schedule(const std::string& name);      // "constant" | "linear" | "polynomial" | "cosine"
+const char* optimizer_name(OptimizerKind kind);
+const char* schedule_name(LrSchedule schedule);
+
+// Learning rate of step t (1-based): linear warmup from 0 over warmup_steps, then the decay from
+// lr to min_lr_ratio·lr at total_steps.
+double learning_rate(const OptimizerConfig& c, int64_t t);
+
+struct UpdateInfo {
+  double lr = 0;
+  double grad_norm = 0;  // global L2 norm of the gradients, before clipping
+  double clip = 1;       // the factor the gradients were scaled by
+};
+
+class Optimizer {
+ public:
+  Optimizer(const OptimizerConfig& config, Model& model);
+  // One update of every parameter from model.grads(), as step t (1-based: bias corrections use t).
+  UpdateInfo step(int64_t t);
+  const OptimizerConfig& config() const { return config_; }
+  float* m() const { return m_.get(); }  // first moments, laid out like the parameters
+  float* v() const { return v_.get(); }  // second moments
+  size_t state_bytes() const { return (m_.size() + v_.size()) * sizeof(float); }
+
+ private:
+  OptimizerConfig config_;
+  Model& model_;
+  DeviceBuffer<float> m_, v_, update_;
+};
+
+// The global L2 norm of the gradients, in a fixed order (per tensor, then summed in order).
+double gradient_norm(const Model& model);
+
+}  // namespace pretrain

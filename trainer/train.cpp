@@ -1,0 +1,249 @@
+#include "trainer/train.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "common/cli.h"
+#include "common/counter_rng.h"
+#include "common/error.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "loader/loader.h"
+#include "trainer/checkpoint.h"
+#include "trainer/metrics.h"
+
+namespace pretrain {
+
+void add_train_options(CLI::App& app, TrainOptions& o) {
+  const bool bert = o.kind == ModelKind::bert;
+  std::string presets;
+  for (const std::string& n : ModelConfig::preset_names(o.kind)) presets += (presets.empty() ? "" : ", ") + n;
+  app.add_option("--data", o.data, bert ? "BERT HDF5 shards: directories, manifest.json, files or globs"
+                                        : "GPT shards (Megatron .bin/.idx or llm.c .bin): directories, manifests, files, globs")
+      ->required();
+  app.add_option("--model", o.model, "model size: " + presets)->capture_default_str();
+  app.add_option("--layers", o.layers, "override the preset's layers");
+  app.add_option("--hidden", o.hidden, "override the preset's hidden size (intermediate = 4 × hidden)");
+  app.add_option("--heads", o.heads, "override the preset's attention heads");
+  app.add_option("--vocab-size", o.vocab_size, "vocabulary rows (default: the manifest's; larger pads it)");
+  app.add_option("--dropout", o.dropout, "hidden and attention dropout (default: BERT 0.1, GPT 0)");
+  app.add_option("--batch-size", o.batch_size, "samples per micro-batch")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--grad-accum", o.grad_accum, "micro-batches per step")->capture_default_str()->check(CLI::PositiveNumber);
+  if (!bert) app.add_option("--seq-len", o.seq_len, "tokens per sample (default: 1024, at most the model's positions)");
+  app.add_option("--max-steps", o.max_steps, "optimizer steps")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--optimizer", o.optimizer_name, "adamw or lamb")->capture_default_str();
+  app.add_option("--lr", o.optimizer.lr, "peak learning rate")->capture_default_str();
+  app.add_option("--warmup", o.optimizer.warmup_steps, "linear warmup steps")->capture_default_str();
+  app.add_option("--lr-schedule", o.schedule_name, "decay after warmup: constant, linear, polynomial, cosine")
+      ->capture_default_str();
+  app.add_option("--weight-decay", o.optimizer.weight_decay, "decoupled weight decay (not on biases, LayerNorm)")
+      ->capture_default_str();
+  app.add_option("--beta1", o.optimizer.beta1)->capture_default_str();
+  app.add_option("--beta2", o.optimizer.beta2)->capture_default_str();
+  app.add_option("--eps", o.optimizer.eps)->capture_default_str();
+  app.add_option("--max-grad-norm", o.optimizer.max_grad_norm, "global gradient-norm clipping (0: off)")
+      ->capture_default_str();
+  app.add_option("--precision", o.precision, "fp32 (bf16 and fp16 are the CUDA backend's, not built yet)")
+      ->capture_default_str();
+  app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--log-interval", o.log_interval, "steps between log lines")->capture_default_str();
+  app.add_option("--save-interval", o.save_interval, "steps between checkpoints (0: at the end only)");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir, "where checkpoints go");
+  app.add_flag("--resume", o.resume, "continue from the newest checkpoint in --checkpoint-dir");
+  app.add_option("--init-from", o.init_from, "start from these safetensors weights");
+  app.add_option("--export", o.export_path, "write the final weights as safetensors (HF / nanoGPT names)");
+  app.add_option("--log-dir", o.log_dir, "write metrics.jsonl and train.log here");
+  app.add_option("--seed", o.seed, "weights, dropout and data order")->capture_default_str();
+  app.add_flag("--recompute", o.recompute, "recompute GELU outputs in the backward pass (less activation memory)");
+  if (bert) app.add_flag("--dynamic-masking", o.dynamic_masking, "mask anew each epoch (LDDL style) in the loader");
+  app.add_option("--workers", o.workers, "loader threads")->capture_default_str();
+  app.add_option("--peak-tflops", o.peak_tflops, "peak TFLOPs per device for MFU (default: GPU table or measured sgemm)");
+}
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+ModelConfig make_config(const TrainOptions& o, const Loader& loader) {
+  ModelConfig c = ModelConfig::preset(o.kind, o.model);
+  if (o.layers) c.layers = o.layers, c.name = "custom";
+  if (o.hidden) c.hidden = o.hidden, c.intermediate = 4 * o.hidden, c.name = "custom";
+  if (o.heads) c.heads = o.heads, c.name = "custom";
+  if (o.dropout >= 0) c.hidden_dropout = c.attention_dropout = float(o.dropout);
+  // The shards' manifest says the vocabulary; the model may pad it, never cut it.
+  const int64_t shard_vocab = loader.vocab_size();
+  if (shard_vocab <= 0)
+    throw UsageError("the shards' manifest does not give the vocabulary size (make them with make-pretraining-shards, "
+                     "or put a manifest.json with tokenizer.vocab_size beside them)");
+  if (o.vocab_size && o.vocab_size < shard_vocab)
+    throw UsageError(cat("--vocab-size ", o.vocab_size, " is smaller than the shards' vocabulary (", shard_vocab,
+                         " ids in the manifest)"));
+  c.vocab_size = o.vocab_size ? o.vocab_size : shard_vocab;
+  if (loader.seq_len() > c.max_positions)
+    throw UsageError(cat("the shards' sequence length ", loader.seq_len(), " exceeds the model's ", c.max_positions,
+                         " positions"));
+  for (const auto& [name, id] : loader.special_ids())
+    if (id < 0 || id >= c.vocab_size)
+      throw UsageError(cat("the manifest's special id ", name, " = ", id, " is outside the vocabulary (", c.vocab_size, ")"));
+  c.validate();
+  return c;
+}
+
+ModelInputs inputs_of(const Batch& b, ModelKind kind) {
+  ModelInputs in;
+  in.B = b.size;
+  if (kind == ModelKind::gpt) {
+    in.T = b.tokens.shape[1];
+    in.ids = static_cast<const int32_t*>(b.tokens.data);
+    in.targets = static_cast<const int32_t*>(b.targets.data);
+    return in;
+  }
+  in.T = b.input_ids.shape[1];
+  in.ids = static_cast<const int32_t*>(b.input_ids.data);
+  in.types = static_cast<const int32_t*>(b.segment_ids.data);
+  in.mask = static_cast<const int32_t*>(b.input_mask.data);
+  in.P = b.masked_lm_positions.shape[1];
+  in.mlm_positions = static_cast<const int32_t*>(b.masked_lm_positions.data);
+  in.mlm_ids = static_cast<const int32_t*>(b.masked_lm_ids.data);
+  in.nsp_labels = static_cast<const int32_t*>(b.next_sentence_labels.data);
+  return in;
+}
+
+// The first parameter whose weights or gradients hold a NaN or Inf (for the error message).
+std::string first_bad_tensor(const Model& model) {
+  for (const ParamInfo& p : model.params()) {
+    if (!std::isfinite(sum_squares(model.device(), model.grads() + p.offset, p.numel))) return "gradient of " + p.name;
+    if (!std::isfinite(sum_squares(model.device(), model.weights() + p.offset, p.numel))) return p.name;
+  }
+  return "none of the parameters (the loss itself)";
+}
+
+}  // namespace
+
+int run_training(TrainOptions o) {
+  const bool bert = o.kind == ModelKind::bert;
+  if (o.precision != "fp32")
+    throw UsageError(cat("--precision ", o.precision, ": only fp32 is built so far (bf16/fp16 with loss scaling "
+                         "are the CUDA backend's next step)"));
+  o.optimizer.kind = parse_optimizer(o.optimizer_name);
+  o.optimizer.schedule = parse_schedule(o.schedule_name);
+  o.optimizer.total_steps = o.max_steps;
+  if (o.resume && o.checkpoint_dir.empty()) throw UsageError("--resume needs --checkpoint-dir");
+  Device device = open_device(o.device, max_threads());
+
+  LoaderConfig lc;
+  lc.sources = o.data;
+  lc.kind = bert ? SampleKind::bert : SampleKind::gpt;
+  lc.batch_size = o.batch_size;
+  lc.seed = o.seed;
+  lc.workers = o.workers;
+  lc.device = o.device;
+  lc.consumer_stream = device.stream;
+  lc.id_dtype = TensorDType::i32;
+  lc.masking.enabled = o.dynamic_masking;
+  if (!bert) {
+    const int64_t positions = ModelConfig::preset(o.kind, o.model).max_positions;
+    lc.seq_len = o.seq_len ? o.seq_len : std::min<int64_t>(1024, positions);
+  }
+  Loader loader(lc);
+  const ModelConfig config = make_config(o, loader);
+  Model model(config, device);
+  model.set_recompute(o.recompute);
+  Optimizer optimizer(o.optimizer, model);
+  if (!o.init_from.empty()) import_weights(model, read_safetensors(o.init_from), o.init_from);
+  else model.init_weights(o.seed);
+
+  int64_t start = 0;
+  if (o.resume) {
+    if (auto path = latest_checkpoint(o.checkpoint_dir)) {
+      const nlohmann::json state = load_checkpoint(*path, model, optimizer);
+      start = state.at("step").get<int64_t>();
+      loader.restore(LoaderState::from_json(state.at("loader").get<std::string>()));
+      log_info("resumed from ", *path, " at step ", start);
+    } else {
+      log_info("--resume: no checkpoint in ", o.checkpoint_dir, " yet, starting from step 0");
+    }
+  }
+
+  const int64_t T = loader.seq_len();
+  MetricsLog metrics(o.log_dir, config, device, o.peak_tflops);
+  log_info(config.describe(), "; ", human_count(double(model.num_parameters())), " parameters on ", device.name, "; ",
+           optimizer_name(o.optimizer.kind), " lr ", o.optimizer.lr, " ", schedule_name(o.optimizer.schedule),
+           " warmup ", o.optimizer.warmup_steps, "; batch ", o.batch_size, " × ", o.grad_accum, " × seq ", T);
+
+  auto next_batch = [&]() {
+    for (int tries = 0; tries < 2; ++tries)
+      if (auto b = loader.next()) return std::move(*b);
+    throw Error("the loader yields no batch: are the shards empty, or smaller than one batch?");
+  };
+  auto save = [&](int64_t step) {
+    nlohmann::json state = {{"step", step},
+                            {"loader", loader.state().to_json()},
+                            {"seed", o.seed},
+                            {"model", config.describe()},
+                            {"optimizer", optimizer_name(o.optimizer.kind)}};
+    const std::string path = save_checkpoint(o.checkpoint_dir, step, model, optimizer, state);
+    log_info("checkpoint ", path);
+  };
+
+  for (int64_t step = start + 1; step <= o.max_steps; ++step) {
+    const double t0 = now_seconds();
+    double data_wait = 0;
+    Losses sum;
+    int64_t samples = 0, predictions = 0;
+    model.zero_grads();
+    for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
+      const double w0 = now_seconds();
+      Batch batch = next_batch();
+      data_wait += now_seconds() - w0;
+      // Dropout masks: a function of (seed, step, micro-batch), so a resumed run draws the same.
+      const uint64_t key = CounterRng::mix(CounterRng::mix(o.seed ^ 0xd0d0d0d0ULL) ^ (uint64_t(step) * 131 + uint64_t(micro))) | 1;
+      const Losses l = model.step(inputs_of(batch, o.kind), true, 1.0f / float(o.grad_accum), key);
+      sum.total += l.total / double(o.grad_accum);
+      sum.mlm += l.mlm / double(o.grad_accum);
+      sum.nsp += l.nsp / double(o.grad_accum);
+      samples += batch.size;
+      predictions += l.predictions;
+    }
+    if (!std::isfinite(sum.total))
+      throw Error(cat("step ", step, ": the loss is ", sum.total, "; first non-finite tensor: ", first_bad_tensor(model)));
+    const UpdateInfo u = optimizer.step(step);
+    if (!std::isfinite(u.grad_norm))
+      throw Error(cat("step ", step, ": the gradient norm is ", u.grad_norm, "; first non-finite tensor: ",
+                      first_bad_tensor(model)));
+    synchronize(device);
+    const double seconds = now_seconds() - t0;
+    StepRecord r;
+    r.step = step;
+    r.max_steps = o.max_steps;
+    r.losses = sum;
+    r.lr = u.lr;
+    r.grad_norm = u.grad_norm;
+    r.seconds = seconds;
+    r.data_wait = data_wait;
+    r.samples = samples;
+    r.tokens = samples * T;
+    r.flops = double(samples) * train_flops_per_sample(config, T, bert ? double(predictions) / double(samples) : 0);
+    r.device_bytes = model.parameter_bytes() * 2 + optimizer.state_bytes() + model.activation_bytes();
+    metrics.record(r, step % o.log_interval == 0 || step == o.max_steps || step == start + 1);
+    if (!o.checkpoint_dir.empty() && o.save_interval > 0 && step % o.save_interval == 0 && step != o.max_steps)
+      save(step);
+  }
+  if (!o.checkpoint_dir.empty() && start < o.max_steps) save(o.max_steps);
+  if (!o.export_path.empty()) {
+    write_safetensors(o.export_path, export_weights(model), {{"format", "pt"}, {"model", config.describe()}});
+    log_info("weights written to ", o.export_path);
+  }
+  metrics.summary();
+  close_device(device);
+  return 0;
+}
+
+}  // namespace pretrain
