@@ -301,7 +301,7 @@ namespace {
 
 // out[N, OC] = inp[N, IC] · Wᵀ + b (W is [OC, IC], as nn.Linear keeps it).
 void linear(const Device& d, float* out, const float* inp, const float* W, const float* b, int64_t N, int64_t IC, int64_t OC) {
-  launch(d, N * OC, BroadcastBias{out, b, OC});
+  launch(d, N, BroadcastBias{out, b, OC});
   gemm(d, false, true, N, OC, IC, 1.0f, inp, IC, W, IC, 1.0f, out, OC);
 }
 
