@@ -20,7 +20,7 @@ scripts/setup_deps.sh
 step "build"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc)" --target shard-tool wikiprep train-tokenizer tokenize make-pretraining-shards \
-  pretrain_loader_python
+  pretrain_loader_python bert_pretrain gpt_pretrain
 bin=$root/build
 
 rm -rf "$out"
@@ -62,6 +62,14 @@ step "loader: a tiny PyTorch GPT from the Megatron shards"
 /usr/bin/python3 scripts/examples/torch_loop.py --build-dir "$bin" --model gpt "$out/gpt" --seq-len 32 --steps 40 \
   --batch-size 8 | tee "$out/torch-gpt.log" | sed -n '1,3p;$p'
 
+step "bert_pretrain: BERT tiny (MLM + NSP) on the CPU from the BERT shards, LAMB, a checkpoint at step 40"
+"$bin/trainer/bert_pretrain" --data "$out/bert" --model tiny --batch-size 16 --max-steps 60 --optimizer lamb \
+  --lr 2e-3 --warmup 10 --log-interval 10 --save-interval 40 --checkpoint-dir "$out/bert-ckpt" \
+  --log-dir "$out/bert-logs" --export "$out/bert-tiny.safetensors" --threads "$(nproc)"
+step "gpt_pretrain: GPT-2 tiny on the CPU from the Megatron shards"
+"$bin/trainer/gpt_pretrain" --data "$out/gpt" --model tiny --seq-len 64 --batch-size 8 --max-steps 40 --lr 3e-3 \
+  --warmup 5 --log-interval 10 --log-dir "$out/gpt-logs" --threads "$(nproc)"
+
 step "done"
 echo "outputs:"
 echo "  documents:       $out/docs/ (manifest: $out/docs/manifest.json)"
@@ -70,4 +78,6 @@ echo "  tokenizers:      $out/wordpiece/vocab.txt, $out/sentencepiece/spm.model"
 echo "  BERT shards:     $out/bert/ (statistics: $out/bert-stats.json)"
 echo "  GPT shards:      $out/gpt/ (statistics: $out/gpt-stats.json)"
 echo "  loader + torch:  $out/torch-bert.log, $out/torch-gpt.log (loss per step through pretrain_loader)"
-echo "next stages (trainers, logs and plots) join this demo as they land; see README.md"
+echo "  trainers:        $out/bert-logs/metrics.jsonl, $out/gpt-logs/metrics.jsonl (one JSON object per step),"
+echo "                   $out/bert-ckpt/ (checkpoints), $out/bert-tiny.safetensors (HF BertForPreTraining names)"
+echo "next stages (mpirun data parallel, DLPerf tables and plots) join this demo as they land; see README.md"

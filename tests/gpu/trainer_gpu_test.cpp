@@ -1,0 +1,99 @@
+// The trainer's CUDA backend against its CPU backend (CTest label "gpu"; skips without a device):
+// the same tiny BERT and GPT, weights and batch give the same loss, and every parameter's gradient
+// and the weights after AdamW and LAMB steps agree within 1e-4 of each tensor's largest magnitude
+// (fp32 on both; cuBLAS may sum in another order than OpenBLAS).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "common/device.h"
+#include "trainer/optimizer.h"
+
+namespace pretrain {
+namespace {
+
+struct HostBatch {
+  int64_t B = 4, T = 16, P = 4;
+  std::vector<int32_t> ids, types, mask, positions, mlm_ids, nsp, targets;
+  explicit HostBatch(int64_t V) {
+    std::mt19937 gen(9);
+    for (int64_t i = 0; i < B * T; ++i) ids.push_back(int32_t(gen() % uint64_t(V))), targets.push_back(int32_t(gen() % uint64_t(V)));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) types.push_back(t >= T / 2), mask.push_back(!(b == 2 && t >= 12));
+    positions = {1, 3, 5, 0, 2, 4, 0, 0, 7, 0, 0, 0, 1, 2, 3, 9};
+    for (int32_t p : positions) mlm_ids.push_back(p ? int32_t(gen() % uint64_t(V)) : 0);
+    nsp = {0, 1, 0, 1};
+  }
+};
+
+struct DeviceInts {
+  DeviceBuffer<int32_t> buf;
+  DeviceInts(const Device& d, const std::vector<int32_t>& v) : buf(d, v.size()) { buf.from_host(v.data(), v.size()); }
+};
+
+void expect_close(const std::vector<float>& cpu, const std::vector<float>& gpu, const std::string& what) {
+  ASSERT_EQ(cpu.size(), gpu.size()) << what;
+  double scale = 1e-6, err = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) scale = std::max(scale, double(std::fabs(cpu[i])));
+  for (size_t i = 0; i < cpu.size(); ++i) err = std::max(err, double(std::fabs(cpu[i] - gpu[i])));
+  EXPECT_LE(err / scale, 1e-4) << what;
+}
+
+class TrainerGpu : public ::testing::TestWithParam<ModelKind> {
+ protected:
+  void SetUp() override {
+    const DeviceReport r = query_devices();
+    if (!r.built_with_cuda) GTEST_SKIP() << "built without CUDA";
+    if (r.gpus.empty()) GTEST_SKIP() << "no GPU here: " << r.reason;
+  }
+};
+
+TEST_P(TrainerGpu, StepMatchesTheCpuBackend) {
+  ModelConfig c = ModelConfig::preset(GetParam(), "tiny");
+  c.vocab_size = 211, c.max_positions = 32, c.hidden_dropout = c.attention_dropout = 0.0f;
+  Device cpu = open_device("cpu", 2), gpu = open_device("cuda:0", 1);
+  Model a(c, cpu), b(c, gpu);
+  a.init_weights(1);
+  b.init_weights(1);
+  const HostBatch h(c.vocab_size);
+  DeviceInts ids(gpu, h.ids), types(gpu, h.types), mask(gpu, h.mask), pos(gpu, h.positions), mlm(gpu, h.mlm_ids),
+      nsp(gpu, h.nsp), targets(gpu, h.targets);
+  ModelInputs ic, ig;
+  ic.B = ig.B = h.B, ic.T = ig.T = h.T, ic.P = ig.P = h.P;
+  ic.ids = h.ids.data(), ig.ids = ids.buf.get();
+  if (GetParam() == ModelKind::gpt) {
+    ic.targets = h.targets.data(), ig.targets = targets.buf.get();
+  } else {
+    ic.types = h.types.data(), ic.mask = h.mask.data(), ic.mlm_positions = h.positions.data();
+    ic.mlm_ids = h.mlm_ids.data(), ic.nsp_labels = h.nsp.data();
+    ig.types = types.buf.get(), ig.mask = mask.buf.get(), ig.mlm_positions = pos.buf.get();
+    ig.mlm_ids = mlm.buf.get(), ig.nsp_labels = nsp.buf.get();
+  }
+  for (OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::lamb}) {
+    OptimizerConfig oc;
+    oc.kind = kind, oc.lr = 1e-3;
+    Optimizer oa(oc, a), ob(oc, b);
+    for (int t = 1; t <= 3; ++t) {
+      a.zero_grads(), b.zero_grads();
+      const Losses la = a.step(ic, true, 1.0f, 0), lb = b.step(ig, true, 1.0f, 0);
+      EXPECT_NEAR(la.total, lb.total, 1e-5 * std::fabs(la.total)) << optimizer_name(kind) << " step " << t;
+      const std::vector<float> ga(a.grads(), a.grads() + a.num_parameters());
+      std::vector<float> gb(ga.size());
+      copy_to_host(gpu, gb.data(), b.grads(), gb.size() * sizeof(float));
+      for (const ParamInfo& p : a.params())
+        expect_close({ga.begin() + p.offset, ga.begin() + p.offset + p.numel},
+                     {gb.begin() + p.offset, gb.begin() + p.offset + p.numel}, "gradient of " + p.name);
+      oa.step(t), ob.step(t);
+    }
+    std::vector<float> wb(size_t(a.num_parameters()));
+    copy_to_host(gpu, wb.data(), b.weights(), wb.size() * sizeof(float));
+    expect_close({a.weights(), a.weights() + a.num_parameters()}, wb, std::string("weights after ") + optimizer_name(kind));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, TrainerGpu, ::testing::Values(ModelKind::bert, ModelKind::gpt),
+                         [](const auto& info) { return info.param == ModelKind::bert ? "bert" : "gpt"; });
+
+}  // namespace
+}  // namespace pretrain
