@@ -13,6 +13,15 @@
 
 namespace pretrain {
 
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::fp32;
+  if (name == "bf16") return Precision::bf16;
+  if (name == "fp16") return Precision::fp16;
+  throw UsageError(cat("--precision: expected fp32, bf16 or fp16, got '", name, "'"));
+}
+
+const char* precision_name(Precision p) { return p == Precision::fp32 ? "fp32" : p == Precision::bf16 ? "bf16" : "fp16"; }
+
 Device open_device(const std::string& spec, int threads) {
   Device d;
   d.threads = threads > 0 ? threads : 1;
@@ -81,10 +90,23 @@ void gemm_batched(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64
                   float beta, float* C, int64_t ldc, int64_t sc, int64_t batch) {
   if (m == 0 || n == 0 || batch == 0) return;
   if (d.cuda) return cuda::gemm_batched(d, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
-  for (int64_t i = 0; i < batch; ++i)
+  const bool reduced = d.gemm_precision != Precision::fp32;
+  std::vector<float> a_round, b_round;
+  for (int64_t i = 0; i < batch; ++i) {
+    const float *a = A + i * sa, *b = B + i * sb;
+    int64_t la = lda, lb = ldb;
+    if (reduced) {  // round each operand into a contiguous copy, then an ordinary sgemm
+      const bool bf16 = d.gemm_precision == Precision::bf16;
+      const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+      a_round.resize(size_t(a_rows * a_cols)), b_round.resize(size_t(b_rows * b_cols));
+      cpu_launch(a_rows * a_cols, kernels::RoundOperand{a_round.data(), a, a_cols, lda, bf16});
+      cpu_launch(b_rows * b_cols, kernels::RoundOperand{b_round.data(), b, b_cols, ldb, bf16});
+      a = a_round.data(), b = b_round.data(), la = a_cols, lb = b_cols;
+    }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                blasint(m), blasint(n), blasint(k), alpha, A + i * sa, blasint(lda), B + i * sb,
-                blasint(ldb), beta, C + i * sc, blasint(ldc));
+                blasint(m), blasint(n), blasint(k), alpha, a, blasint(la), b, blasint(lb), beta, C + i * sc,
+                blasint(ldc));
+  }
 }
 
 double sum_squares(const Device& d, const float* x, int64_t n) {

@@ -14,8 +14,15 @@
 
 namespace pretrain {
 
+// What GEMMs compute in: fp32, or bf16 / fp16 inputs with fp32 accumulation and output (the
+// tensor-core modes; activations, gradients and master weights stay fp32).
+enum class Precision { fp32, bf16, fp16 };
+Precision parse_precision(const std::string& name);  // "fp32" | "bf16" | "fp16"; UsageError otherwise
+const char* precision_name(Precision p);
+
 struct Device {
   bool cuda = false;
+  Precision gemm_precision = Precision::fp32;
   int index = 0;           // CUDA device
   void* stream = nullptr;  // cudaStream_t
   void* blas = nullptr;    // cublasHandle_t
@@ -39,6 +46,8 @@ void synchronize(const Device& d);
 size_t device_memory_used(const Device& d);
 
 // C = alpha · op(A) · op(B) + beta · C, row-major, op = transpose when ta / tb; A is m×k after op.
+// In bf16 / fp16 (Device::gemm_precision) A and B are rounded to that type first: cuBLAS's
+// CUBLAS_COMPUTE_32F_FAST_16BF / _16F on a GPU, kernels::RoundOperand + sgemm on the CPU.
 void gemm(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 // `batch` GEMMs, the i-th on A + i·sa, B + i·sb, C + i·sc.

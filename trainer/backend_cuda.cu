@@ -110,10 +110,15 @@ size_t memory_used(const Device&) {
 void gemm_batched(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* A, int64_t lda, int64_t sa, const float* B, int64_t ldb, int64_t sb,
                   float beta, float* C, int64_t ldc, int64_t sc, int64_t batch) {
-  check(cublasSgemmStridedBatched(static_cast<cublasHandle_t>(d.blas), tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                  ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &alpha, B, int(ldb), sb,
-                                  A, int(lda), sa, &beta, C, int(ldc), sc, int(batch)),
-        "cublasSgemmStridedBatched");
+  // fp32 storage throughout; bf16 / fp16 are the tensor-core compute modes that round A and B.
+  const cublasComputeType_t compute = d.gemm_precision == Precision::bf16   ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                      : d.gemm_precision == Precision::fp16 ? CUBLAS_COMPUTE_32F_FAST_16F
+                                                                            : CUBLAS_COMPUTE_32F;
+  check(cublasGemmStridedBatchedEx(static_cast<cublasHandle_t>(d.blas), tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &alpha, B, CUDA_R_32F,
+                                   int(ldb), sb, A, CUDA_R_32F, int(lda), sa, &beta, C, CUDA_R_32F, int(ldc), sc,
+                                   int(batch), compute, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx");
 }
 
 }  // namespace cuda

@@ -379,6 +379,36 @@ struct MaskedPositions {
   }
 };
 
+// ---------------------------------------------------------------- reduced precision
+// The nearest bf16 / fp16 value of x (round to nearest, ties to even), as fp32: what a bf16 or
+// fp16 GEMM sees of its inputs. Scaling by a power of two is exact, so rintf does the rounding.
+PRETRAIN_HD inline float round_to_bits(float x, int mantissa_bits, int min_exponent) {
+  if (!(x == x) || x == 0.0f || x - x != 0.0f) return x;  // NaN, ±0, ±Inf
+  int e;
+  frexpf(x, &e);  // |x| = m · 2^e, m in [0.5, 1)
+  const int lead = e - 1 > min_exponent ? e - 1 : min_exponent;  // subnormals share min_exponent's quantum
+  const float quantum = ldexpf(1.0f, lead - mantissa_bits);
+  return rintf(x / quantum) * quantum;
+}
+PRETRAIN_HD inline float round_to_bf16(float x) { return round_to_bits(x, 7, -126); }
+PRETRAIN_HD inline float round_to_fp16(float x) {
+  const float r = round_to_bits(x, 10, -14);
+  return r >= 65520.0f ? INFINITY : r <= -65520.0f ? -INFINITY : r;  // fp16's largest is 65504
+}
+
+// Element i of a rows × cols view with row stride ld: out[i] (contiguous) = round(in[r·ld + c]).
+// The CPU backend's bf16/fp16 GEMMs round their operands with this before sgemm.
+struct RoundOperand {
+  float* out;
+  const float* in;
+  int64_t cols, ld;
+  bool bf16;
+  PRETRAIN_HD void operator()(int64_t i) const {
+    const float x = in[(i / cols) * ld + i % cols];
+    out[i] = bf16 ? round_to_bf16(x) : round_to_fp16(x);
+  }
+};
+
 // ---------------------------------------------------------------- optimizers and norms
 // Chunk k: partial[k] = Σ x² over elements [k·kReduceChunk, …) in order (double, so a norm over
 // 10⁸ parameters does not lose the small terms). The caller adds the partials in order.
@@ -446,4 +476,4 @@ struct LambStage2 {
   X(LayerNormParamBackward) X(BroadcastBias) X(BiasBackward) X(Add) X(Accumulate) X(Scale)        \
   X(GeluForward) X(GeluBackward) X(TanhForward) X(TanhBackward) X(Dropout) X(SoftmaxForward)      \
   X(SoftmaxBackward) X(CrossEntropy) X(GatherRows) X(ScatterAddRows) X(SumSquares) X(AdamW)       \
-  X(LambStage1) X(LambStage2) X(MaskedPositions)
+  X(LambStage1) X(LambStage2) X(MaskedPositions) X(RoundOperand)

@@ -53,8 +53,9 @@ size_t status_kb(const char* field) {
 size_t host_rss_bytes() { return status_kb("VmRSS:"); }
 size_t host_peak_rss_bytes() { return status_kb("VmHWM:"); }
 
-MetricsLog::MetricsLog(const std::string& log_dir, const ModelConfig&, const Device& device, double peak_tflops) {
-  peak_ = peak_tflops > 0 ? peak_tflops : device.cuda ? gpu_peak_tflops(device.name, "fp32") : measure_cpu_peak_tflops();
+MetricsLog::MetricsLog(const std::string& log_dir, const ModelConfig&, const Device& device, const std::string& precision,
+                       double peak_tflops) {
+  peak_ = peak_tflops > 0 ? peak_tflops : device.cuda ? gpu_peak_tflops(device.name, precision) : measure_cpu_peak_tflops();
   if (!log_dir.empty()) {
     make_dirs(log_dir);
     const std::string path = path_join(log_dir, "metrics.jsonl");
@@ -62,7 +63,7 @@ MetricsLog::MetricsLog(const std::string& log_dir, const ModelConfig&, const Dev
     if (!jsonl_) throw_errno("cannot open", path);
   }
   log_info("MFU against a peak of ", peak_, " TFLOPs per device",
-           device.cuda ? " (GPU table, fp32)" : " (measured OpenBLAS sgemm)");
+           device.cuda ? cat(" (GPU table, ", precision, ")") : std::string(" (measured OpenBLAS sgemm)"));
 }
 
 void MetricsLog::record(const StepRecord& r, bool print) {
@@ -76,7 +77,8 @@ void MetricsLog::record(const StepRecord& r, bool print) {
                         {"grad_norm", r.grad_norm}, {"ms", r.seconds * 1e3}, {"data_ms", r.data_wait * 1e3},
                         {"samples", r.samples},   {"tokens", r.tokens},      {"samples_per_s", samples_s},
                         {"tokens_per_s", tokens_s}, {"tflops", tflops},     {"mfu", mfu},
-                        {"device_mb", double(r.device_bytes) / 1e6}, {"host_mb", double(host) / 1e6}};
+                        {"device_mb", double(r.device_bytes) / 1e6}, {"host_mb", double(host) / 1e6},
+                        {"loss_scale", r.loss_scale}, {"skipped", r.skipped}};
     if (r.losses.nsp != 0 || r.losses.mlm != r.losses.total) j["mlm_loss"] = r.losses.mlm, j["nsp_loss"] = r.losses.nsp;
     jsonl_ << j.dump() << "\n";
     jsonl_.flush();

@@ -16,6 +16,8 @@ struct StepRecord {
   int64_t step = 0, max_steps = 0;
   Losses losses;
   double lr = 0, grad_norm = 0;
+  double loss_scale = 1;  // fp16's dynamic loss scale
+  bool skipped = false;   // fp16 overflow: no update
   double seconds = 0, data_wait = 0;
   int64_t samples = 0, tokens = 0;
   double flops = 0;
@@ -32,7 +34,8 @@ size_t host_peak_rss_bytes();
 
 class MetricsLog {
  public:
-  MetricsLog(const std::string& log_dir, const ModelConfig& config, const Device& device, double peak_tflops);
+  MetricsLog(const std::string& log_dir, const ModelConfig& config, const Device& device, const std::string& precision,
+             double peak_tflops);
   void record(const StepRecord& r, bool print);
   void summary() const;  // mean throughput over the steps after the first (warm-up) ones
   double peak_tflops() const { return peak_; }

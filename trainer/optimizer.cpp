@@ -63,11 +63,16 @@ Optimizer::Optimizer(const OptimizerConfig& config, Model& model)
   }
 }
 
-UpdateInfo Optimizer::step(int64_t t) {
+UpdateInfo Optimizer::step(int64_t t, double grad_unscale) {
   const Device& d = model_.device();
   UpdateInfo info;
   info.lr = learning_rate(config_, t);
-  info.grad_norm = gradient_norm(model_);
+  info.grad_norm = gradient_norm(model_) * grad_unscale;
+  if (!std::isfinite(info.grad_norm)) {
+    info.applied = false;
+    return info;
+  }
+  const int64_t u = ++updates_;
   if (config_.max_grad_norm > 0) {
     if (config_.kind == OptimizerKind::adamw) {
       // torch.nn.utils.clip_grad_norm_: scale by max / (norm + 1e-6) when that is below 1.
@@ -79,9 +84,9 @@ UpdateInfo Optimizer::step(int64_t t) {
     }
   }
   const float lr = float(info.lr), b1 = float(config_.beta1), b2 = float(config_.beta2), eps = float(config_.eps);
-  const float bc1 = float(1.0 - std::pow(config_.beta1, double(t)));
-  const float bc2 = float(1.0 - std::pow(config_.beta2, double(t)));
-  const float clip = float(info.clip);
+  const float bc1 = float(1.0 - std::pow(config_.beta1, double(u)));
+  const float bc2 = float(1.0 - std::pow(config_.beta2, double(u)));
+  const float clip = float(info.clip * grad_unscale);
   for (const ParamInfo& p : model_.params()) {
     float *w = model_.weights() + p.offset, *g = model_.grads() + p.offset;
     float *m = m_.get() + p.offset, *v = v_.get() + p.offset;

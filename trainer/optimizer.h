@@ -36,15 +36,36 @@ double learning_rate(const OptimizerConfig& c, int64_t t);
 
 struct UpdateInfo {
   double lr = 0;
-  double grad_norm = 0;  // global L2 norm of the gradients, before clipping
+  double grad_norm = 0;  // global L2 norm of the (unscaled) gradients, before clipping
   double clip = 1;       // the factor the gradients were scaled by
+  bool applied = true;   // false: a gradient was NaN or Inf, and nothing was changed
+};
+
+// fp16's dynamic loss scaling, as torch.cuda.amp.GradScaler does it: the loss is multiplied by
+// `scale` before the backward pass; a step whose gradients overflow is skipped and the scale
+// halved; after `interval` steps in a row without an overflow it doubles.
+struct LossScaler {
+  double scale = 65536.0;
+  int64_t good_steps = 0, interval = 2000;
+  void update(bool finite) {
+    if (!finite) {
+      scale = scale / 2 < 1.0 ? 1.0 : scale / 2, good_steps = 0;
+    } else if (++good_steps == interval) {
+      scale *= 2, good_steps = 0;
+    }
+  }
 };
 
 class Optimizer {
  public:
   Optimizer(const OptimizerConfig& config, Model& model);
-  // One update of every parameter from model.grads(), as step t (1-based: bias corrections use t).
-  UpdateInfo step(int64_t t);
+  // One update of every parameter from model.grads() × grad_unscale (1 / the loss scale), with the
+  // learning rate of training step t. Bias corrections count the updates applied so far (a step
+  // skipped for an overflow does not count, as in torch). Gradients holding NaN or Inf change
+  // nothing: the result says applied = false.
+  UpdateInfo step(int64_t t, double grad_unscale = 1.0);
+  int64_t updates() const { return updates_; }
+  void set_updates(int64_t n) { updates_ = n; }  // when resuming
   const OptimizerConfig& config() const { return config_; }
   float* m() const { return m_.get(); }  // first moments, laid out like the parameters
   float* v() const { return v_.get(); }  // second moments
@@ -54,6 +75,7 @@ class Optimizer {
   OptimizerConfig config_;
   Model& model_;
   DeviceBuffer<float> m_, v_, update_;
+  int64_t updates_ = 0;
 };
 
 // The global L2 norm of the gradients, in a fixed order (per tensor, then summed in order).

@@ -3,6 +3,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace pretrain::reference {
@@ -76,6 +77,21 @@ inline void adamw(double& p, double g, double& m, double& v, double lr, double b
   v = b2 * v + (1 - b2) * g * g;
   const double mhat = m / (1 - std::pow(b1, t)), vhat = v / (1 - std::pow(b2, t));
   p -= lr * mhat / (std::sqrt(vhat) + eps);
+}
+
+}  // namespace pretrain::reference
+
+namespace pretrain::reference {
+
+// bf16 is the top half of an fp32: round the bit pattern to nearest even at bit 16.
+inline float round_to_bf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return x;  // Inf, NaN
+  bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+  float r;
+  std::memcpy(&r, &bits, 4);
+  return r;
 }
 
 }  // namespace pretrain::reference

@@ -48,7 +48,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--eps", o.optimizer.eps)->capture_default_str();
   app.add_option("--max-grad-norm", o.optimizer.max_grad_norm, "global gradient-norm clipping (0: off)")
       ->capture_default_str();
-  app.add_option("--precision", o.precision, "fp32 (bf16 and fp16 are the CUDA backend's, not built yet)")
+  app.add_option("--precision", o.precision,
+                 "fp32, or bf16 / fp16 tensor-core GEMMs (fp32 accumulation, activations and master weights; "
+                 "fp16 with dynamic loss scaling); on the CPU bf16/fp16 are emulated")
       ->capture_default_str();
   app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--log-interval", o.log_interval, "steps between log lines")->capture_default_str();
@@ -129,14 +131,16 @@ std::string first_bad_tensor(const Model& model) {
 
 int run_training(TrainOptions o) {
   const bool bert = o.kind == ModelKind::bert;
-  if (o.precision != "fp32")
-    throw UsageError(cat("--precision ", o.precision, ": only fp32 is built so far (bf16/fp16 with loss scaling "
-                         "are the CUDA backend's next step)"));
+  const Precision precision = parse_precision(o.precision);
   o.optimizer.kind = parse_optimizer(o.optimizer_name);
   o.optimizer.schedule = parse_schedule(o.schedule_name);
   o.optimizer.total_steps = o.max_steps;
   if (o.resume && o.checkpoint_dir.empty()) throw UsageError("--resume needs --checkpoint-dir");
   Device device = open_device(o.device, max_threads());
+  device.gemm_precision = precision;
+  if (!device.cuda && precision != Precision::fp32)
+    log_warn("--precision ", o.precision, " on the CPU is emulated (GEMM operands rounded before sgemm): it shows the "
+             "numerics of a GPU run, slower than fp32");
 
   LoaderConfig lc;
   lc.sources = o.data;
@@ -161,10 +165,15 @@ int run_training(TrainOptions o) {
   else model.init_weights(o.seed);
 
   int64_t start = 0;
+  LossScaler scaler;  // fp16 only: bf16 has fp32's range, and fp32 needs none
+  if (precision != Precision::fp16) scaler.scale = 1.0;
   if (o.resume) {
     if (auto path = latest_checkpoint(o.checkpoint_dir)) {
       const nlohmann::json state = load_checkpoint(*path, model, optimizer);
       start = state.at("step").get<int64_t>();
+      optimizer.set_updates(state.value("optimizer_updates", start));
+      scaler.scale = state.value("loss_scale", scaler.scale);
+      scaler.good_steps = state.value("loss_scale_good_steps", int64_t(0));
       loader.restore(LoaderState::from_json(state.at("loader").get<std::string>()));
       log_info("resumed from ", *path, " at step ", start);
     } else {
@@ -173,7 +182,7 @@ int run_training(TrainOptions o) {
   }
 
   const int64_t T = loader.seq_len();
-  MetricsLog metrics(o.log_dir, config, device, o.peak_tflops);
+  MetricsLog metrics(o.log_dir, config, device, o.precision, o.peak_tflops);
   log_info(config.describe(), "; ", human_count(double(model.num_parameters())), " parameters on ", device.name, "; ",
            optimizer_name(o.optimizer.kind), " lr ", o.optimizer.lr, " ", schedule_name(o.optimizer.schedule),
            " warmup ", o.optimizer.warmup_steps, "; batch ", o.batch_size, " × ", o.grad_accum, " × seq ", T);
@@ -188,7 +197,11 @@ int run_training(TrainOptions o) {
                             {"loader", loader.state().to_json()},
                             {"seed", o.seed},
                             {"model", config.describe()},
-                            {"optimizer", optimizer_name(o.optimizer.kind)}};
+                            {"optimizer", optimizer_name(o.optimizer.kind)},
+                            {"optimizer_updates", optimizer.updates()},
+                            {"precision", o.precision},
+                            {"loss_scale", scaler.scale},
+                            {"loss_scale_good_steps", scaler.good_steps}};
     const std::string path = save_checkpoint(o.checkpoint_dir, step, model, optimizer, state);
     log_info("checkpoint ", path);
   };
@@ -205,7 +218,7 @@ int run_training(TrainOptions o) {
       data_wait += now_seconds() - w0;
       // Dropout masks: a function of (seed, step, micro-batch), so a resumed run draws the same.
       const uint64_t key = CounterRng::mix(CounterRng::mix(o.seed ^ 0xd0d0d0d0ULL) ^ (uint64_t(step) * 131 + uint64_t(micro))) | 1;
-      const Losses l = model.step(inputs_of(batch, o.kind), true, 1.0f / float(o.grad_accum), key);
+      const Losses l = model.step(inputs_of(batch, o.kind), true, float(scaler.scale / double(o.grad_accum)), key);
       sum.total += l.total / double(o.grad_accum);
       sum.mlm += l.mlm / double(o.grad_accum);
       sum.nsp += l.nsp / double(o.grad_accum);
@@ -214,10 +227,16 @@ int run_training(TrainOptions o) {
     }
     if (!std::isfinite(sum.total))
       throw Error(cat("step ", step, ": the loss is ", sum.total, "; first non-finite tensor: ", first_bad_tensor(model)));
-    const UpdateInfo u = optimizer.step(step);
-    if (!std::isfinite(u.grad_norm))
+    const double loss_scale = scaler.scale;
+    const UpdateInfo u = optimizer.step(step, 1.0 / loss_scale);
+    if (precision == Precision::fp16) {
+      scaler.update(u.applied);
+      if (!u.applied) log_warn("step ", step, ": fp16 gradients overflowed at loss scale ", loss_scale,
+                               ": step skipped, loss scale now ", scaler.scale);
+    } else if (!u.applied) {
       throw Error(cat("step ", step, ": the gradient norm is ", u.grad_norm, "; first non-finite tensor: ",
                       first_bad_tensor(model)));
+    }
     synchronize(device);
     const double seconds = now_seconds() - t0;
     StepRecord r;
@@ -226,6 +245,8 @@ int run_training(TrainOptions o) {
     r.losses = sum;
     r.lr = u.lr;
     r.grad_norm = u.grad_norm;
+    r.loss_scale = loss_scale;
+    r.skipped = !u.applied;
     r.seconds = seconds;
     r.data_wait = data_wait;
     r.samples = samples;

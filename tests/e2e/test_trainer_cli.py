@@ -7,8 +7,9 @@ Checks:
     losses for steps 11..20 that are bitwise those of an uninterrupted run (same threads);
   * the same seed gives the same losses again; --recompute changes nothing but memory;
   * exported weights load into HF's BertForPreTraining (when transformers is installed);
+  * --precision fp16 (emulated on the CPU): loss scale 2^16, losses within 0.5% of fp32's;
   * bad input: shards with more ids than --vocab-size, a corrupt checkpoint, a diverging run
-    (NaN), --precision bf16 on CPU, a missing --data: each a clear message and exit 1 or 2.
+    (NaN), an unknown --precision, a missing --data: each a clear message and exit 1 or 2.
 """
 import json
 import os
@@ -124,6 +125,15 @@ def main():
         else:
             print("resume: steps 11..20 after a SIGKILL are bitwise the uninterrupted run's")
 
+        # fp16 (emulated on the CPU): dynamic loss scaling at 2^16, losses close to fp32's.
+        tool(*bert_args(bert, tmp, "fp16", 20, "--precision", "fp16"))
+        half = metrics(os.path.join(tmp, "fp16", "logs"))
+        worst = max(abs(a["loss"] - b["loss"]) / b["loss"] for a, b in zip(half, full))
+        if len(half) != 20 or half[0]["loss_scale"] != 65536 or worst > 5e-3:
+            fail(f"fp16: {len(half)} steps, loss scale {half[0].get('loss_scale')}, worst relative loss gap {worst:.2e}")
+        else:
+            print(f"fp16 (emulated): losses within {worst:.1e} of fp32's")
+
         # GPT on the Megatron shards.
         r = tool("gpt_pretrain", "--data", gpt, "--model", "tiny", "--seq-len", 32, "--batch-size", 8, "--max-steps", 30,
                  "--lr", "3e-3", "--warmup", 3, "--threads", 2, "--log-dir", os.path.join(tmp, "gpt-logs"),
@@ -160,7 +170,7 @@ def main():
             if r.returncode != code or not all(w in r.stderr for w in words):
                 fail(f"{' '.join(map(str, args[:1]))}: expected exit {code} and {words}, got {r.returncode}:\n{r.stderr}")
         expect_error(bert_args(bert, tmp, "bad", 2, "--vocab-size", 50), 2, ["--vocab-size 50", "smaller"])
-        expect_error(bert_args(bert, tmp, "bad", 2, "--precision", "bf16"), 2, ["bf16"])
+        expect_error(bert_args(bert, tmp, "bad", 2, "--precision", "fp8"), 2, ["fp8", "bf16"])
         expect_error(bert_args(bert, tmp, "bad", 2, "--resume"), 2, ["--checkpoint-dir"])
         expect_error(["bert_pretrain", "--model", "tiny"], 2, ["--data"])
         expect_error(bert_args(bert, tmp, "bad", 2, "--model", "huge"), 2, ["huge", "base"])

@@ -3,6 +3,7 @@
 // block or the reduction chunk).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "trainer/backend.h"
@@ -183,6 +184,47 @@ TEST(Kernels, MaskedPositionsCountAsRunPretrainingDoes) {
   EXPECT_EQ(rows[0], 3);
   EXPECT_EQ(rows[1], 5);
   EXPECT_EQ(rows[4], 12);
+}
+
+TEST(Kernels, RoundingToBf16AndFp16IsNearestEven) {
+  // fp16: against the compiler's own conversion (_Float16, round to nearest even); bf16: against the
+  // bit-pattern rounding of reference.h. Random values over the whole range, and the edge cases.
+  std::mt19937 gen(12);
+  std::vector<float> xs = {0.0f, -0.0f, 1.0f, 65504.0f, 65519.0f, 65520.0f, -70000.0f, 1e-8f, 5.96e-8f, 3e-8f,
+                           6.1035e-5f, 1.0009765625f, 1.00048828125f, 1.00146484375f, 3.0e38f, INFINITY, -INFINITY};
+  for (int i = 0; i < 100000; ++i) {
+    uint32_t bits = uint32_t(gen());
+    float x;
+    std::memcpy(&x, &bits, 4);
+    if (std::isfinite(x)) xs.push_back(x);
+  }
+  for (float x : xs) {
+    EXPECT_EQ(round_to_fp16(x), float(static_cast<_Float16>(x))) << x;
+    EXPECT_EQ(round_to_bf16(x), reference::round_to_bf16(x)) << x;
+  }
+  EXPECT_TRUE(std::isnan(round_to_bf16(NAN)) && std::isnan(round_to_fp16(NAN)));
+}
+
+TEST(Kernels, ReducedPrecisionGemmRoundsItsOperands) {
+  const int64_t m = 5, n = 7, k = 33;
+  auto a = random_floats(m * k, 13), b = random_floats(k * n, 14);
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    Device d;
+    d.gemm_precision = p;
+    std::vector<float> c(m * n, 0), want(m * n, 0);
+    gemm(d, false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t q = 0; q < k; ++q) {
+          const float x = a[size_t(i * k + q)], y = b[size_t(q * n + j)];
+          s += double(p == Precision::bf16 ? round_to_bf16(x) : round_to_fp16(x)) *
+               double(p == Precision::bf16 ? round_to_bf16(y) : round_to_fp16(y));
+        }
+        want[size_t(i * n + j)] = float(s);
+      }
+    for (size_t i = 0; i < c.size(); ++i) expect_close(want[i], c[i], 1e-5, precision_name(p));
+  }
 }
 
 }  // namespace

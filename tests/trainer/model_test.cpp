@@ -150,6 +150,57 @@ TEST_P(ModelTest, CheckpointRoundTripRestoresWeightsAndMoments) {
   EXPECT_TRUE(std::equal(opt.v(), opt.v() + n, other_opt.v()));
 }
 
+TEST_P(ModelTest, ReducedPrecisionStepsStayCloseToFp32) {
+  const Data data(6);
+  std::vector<double> losses;
+  for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16}) {
+    Device d;
+    d.gemm_precision = p;
+    Model model(tiny(GetParam()), d);
+    model.init_weights(8);
+    model.zero_grads();
+    losses.push_back(model.step(data.inputs(GetParam()), true, 1.0f, 0).total);
+  }
+  EXPECT_NE(losses[0], losses[1]) << "bf16 rounds the GEMM inputs";
+  EXPECT_NEAR(losses[1], losses[0], 1e-2 * losses[0]);
+  EXPECT_NEAR(losses[2], losses[0], 2e-3 * losses[0]);
+}
+
+TEST_P(ModelTest, AnOverflowedStepChangesNothing) {
+  Model model(tiny(GetParam()), kCpu);
+  model.init_weights(9);
+  OptimizerConfig oc;
+  Optimizer opt(oc, model);
+  const Data data(7);
+  model.zero_grads();
+  model.step(data.inputs(GetParam()), true, 1024.0f, 0);  // a loss scale of 1024
+  const std::vector<float> before(model.weights(), model.weights() + model.num_parameters());
+  model.grads()[5] = INFINITY;
+  const UpdateInfo skipped = opt.step(1, 1.0 / 1024);
+  EXPECT_FALSE(skipped.applied);
+  EXPECT_EQ(opt.updates(), 0);
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), model.weights()));
+  model.grads()[5] = 0.0f;
+  const UpdateInfo applied = opt.step(1, 1.0 / 1024);
+  EXPECT_TRUE(applied.applied);
+  EXPECT_EQ(opt.updates(), 1);
+  EXPECT_GT(applied.grad_norm, 0.0);
+  EXPECT_LT(applied.grad_norm, 100.0) << "the norm is of the unscaled gradients";
+}
+
+TEST(LossScaler, HalvesOnOverflowAndGrowsAfterAnInterval) {
+  LossScaler s;
+  s.interval = 3;
+  s.update(false);
+  EXPECT_EQ(s.scale, 32768.0);
+  s.update(true), s.update(true);
+  EXPECT_EQ(s.scale, 32768.0);
+  s.update(true);
+  EXPECT_EQ(s.scale, 65536.0);
+  s.update(true), s.update(false), s.update(true), s.update(true);
+  EXPECT_EQ(s.scale, 32768.0) << "an overflow restarts the count";
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, ModelTest, ::testing::Values(ModelKind::bert, ModelKind::gpt),
                          [](const auto& info) { return info.param == ModelKind::bert ? "bert" : "gpt"; });
 
