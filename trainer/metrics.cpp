@@ -54,7 +54,8 @@ size_t host_rss_bytes() { return status_kb("VmRSS:"); }
 size_t host_peak_rss_bytes() { return status_kb("VmHWM:"); }
 
 MetricsLog::MetricsLog(const std::string& log_dir, const ModelConfig&, const Device& device, const std::string& precision,
-                       double peak_tflops) {
+                       double peak_tflops, bool print)
+    : print_(print) {
   peak_ = peak_tflops > 0 ? peak_tflops : device.cuda ? gpu_peak_tflops(device.name, precision) : measure_cpu_peak_tflops();
   if (!log_dir.empty()) {
     make_dirs(log_dir);
@@ -83,7 +84,7 @@ void MetricsLog::record(const StepRecord& r, bool print) {
     jsonl_ << j.dump() << "\n";
     jsonl_.flush();
   }
-  if (!print) return;
+  if (!print || !print_) return;
   char loss[96];
   if (r.losses.mlm != r.losses.total)
     std::snprintf(loss, sizeof loss, "loss %.4f (mlm %.4f nsp %.4f)", r.losses.total, r.losses.mlm, r.losses.nsp);
@@ -98,7 +99,7 @@ void MetricsLog::record(const StepRecord& r, bool print) {
 }
 
 void MetricsLog::summary() const {
-  if (records_.empty()) return;
+  if (records_.empty() || !print_) return;
   // As DLPerf's extraction does, leave out the first iterations (allocation, caches, threads).
   const size_t skip = records_.size() > 10 ? records_.size() / 5 : records_.size() > 1 ? 1 : 0;
   double seconds = 0, samples = 0, tokens = 0, flops = 0;

@@ -34,8 +34,9 @@ size_t host_peak_rss_bytes();
 
 class MetricsLog {
  public:
+  // print = false: record only (ranks other than 0 of a data-parallel run).
   MetricsLog(const std::string& log_dir, const ModelConfig& config, const Device& device, const std::string& precision,
-             double peak_tflops);
+             double peak_tflops, bool print = true);
   void record(const StepRecord& r, bool print);
   void summary() const;  // mean throughput over the steps after the first (warm-up) ones
   double peak_tflops() const { return peak_; }
@@ -43,6 +44,7 @@ class MetricsLog {
  private:
   std::ofstream jsonl_;
   double peak_ = 0;
+  bool print_ = true;
   std::vector<StepRecord> records_;
 };
 

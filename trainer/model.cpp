@@ -70,6 +70,13 @@ std::string ModelConfig::describe() const {
              " heads, intermediate ", intermediate, ", vocab ", vocab_size, ", positions ", max_positions);
 }
 
+int64_t count_predictions(const int32_t* positions, int64_t B, int64_t P) {
+  int64_t n = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t p = 0; p < P && positions[b * P + p] != 0; ++p) ++n;
+  return n;
+}
+
 double train_flops_per_sample(const ModelConfig& c, int64_t T, double masked) {
   const double C = double(c.hidden), L = double(c.layers), I = double(c.intermediate), V = double(c.vocab_size);
   const double layer_matmuls = 4 * C * C + 2 * C * I;  // qkv, projection, fc, fc projection
@@ -510,10 +517,11 @@ Losses Model::gpt_step(const ModelInputs& in, bool backward, float loss_scale, u
     p.kept_logits.resize(size_t(N * V));
     copy_to_host(device_, p.kept_logits.data(), p.logits, p.kept_logits.size() * sizeof(float));
   }
-  launch(device_, N, CrossEntropy{p.logits, p.losses, in.targets, V, loss_scale / float(N)});
+  const double tokens = in.lm_denominator > 0 ? in.lm_denominator : double(N);
+  launch(device_, N, CrossEntropy{p.logits, p.losses, in.targets, V, float(loss_scale / tokens)});
   Losses out;
   out.predictions = N;
-  out.total = out.mlm = sum_losses(device_, p.losses, N) / double(N);
+  out.total = out.mlm = sum_losses(device_, p.losses, N) / tokens;
   if (!backward) return out;
 
   device_zero(device_, p.dx, size_t(N * C) * sizeof(float));
@@ -568,13 +576,15 @@ Losses Model::bert_step(const ModelInputs& in, bool backward, float loss_scale, 
     copy_to_host(device_, p.kept_logits.data(), p.mlm_logits, size_t(M * V) * sizeof(float));
     copy_to_host(device_, p.kept_logits.data() + M * V, p.nsp_logits, size_t(B * 2) * sizeof(float));
   }
+  const double predictions = in.lm_denominator > 0 ? in.lm_denominator : double(count);
+  const double samples = in.nsp_denominator > 0 ? in.nsp_denominator : double(B);
   launch(device_, M, CrossEntropy{p.mlm_logits, p.mlm_losses, p.mlm_targets, V,
-                                  count ? loss_scale / float(count) : 0.0f});
-  launch(device_, B, CrossEntropy{p.nsp_logits, p.nsp_losses, in.nsp_labels, 2, loss_scale / float(B)});
+                                  predictions > 0 ? float(loss_scale / predictions) : 0.0f});
+  launch(device_, B, CrossEntropy{p.nsp_logits, p.nsp_losses, in.nsp_labels, 2, float(loss_scale / samples)});
   Losses out;
   out.predictions = count;
-  out.mlm = count ? sum_losses(device_, p.mlm_losses, M) / double(count) : 0.0;
-  out.nsp = sum_losses(device_, p.nsp_losses, B) / double(B);
+  out.mlm = predictions > 0 ? sum_losses(device_, p.mlm_losses, M) / predictions : 0.0;
+  out.nsp = sum_losses(device_, p.nsp_losses, B) / samples;
   out.total = out.mlm + out.nsp;
   if (!backward) return out;
 

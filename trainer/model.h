@@ -55,13 +55,23 @@ struct ModelInputs {
   const int32_t* nsp_labels = nullptr;     // [B]
   // GPT
   const int32_t* targets = nullptr;  // [B, T]
+  // What the mean losses divide by: the MLM predictions (BERT) or tokens (GPT), and the NSP
+  // samples, of the whole step — every micro-batch on every rank — so that the gradients the ranks
+  // sum are those of one big batch. 0: this micro-batch's own count.
+  double lm_denominator = 0, nsp_denominator = 0;
 };
 
+// This micro-batch's share of the step's mean losses (its loss sums over the denominators), so
+// adding the shares of every micro-batch and rank gives the step's losses.
 struct Losses {
   double total = 0;    // what is minimised: BERT mlm + nsp, GPT lm
   double mlm = 0, nsp = 0;
   int64_t predictions = 0;  // BERT: masked positions that counted; GPT: tokens
 };
+
+// Predictions of a BERT batch as NVIDIA's run_pretraining.py counts them (kernels::MaskedPositions):
+// per sample, the positions before the first 0. `positions` is [B, P] host memory.
+int64_t count_predictions(const int32_t* positions, int64_t B, int64_t P);
 
 class Model {
  public:

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "loader/loader.h"
 #include "trainer/checkpoint.h"
+#include "trainer/communicator.h"
 #include "trainer/metrics.h"
 
 namespace pretrain {
@@ -98,6 +99,17 @@ ModelConfig make_config(const TrainOptions& o, const Loader& loader) {
   return c;
 }
 
+// Sums every rank's gradients into every rank's (CUDA: through host memory over MPI until the NCCL
+// communicator lands).
+void all_reduce_gradients(const Communicator& comm, Model& model) {
+  const int64_t n = model.num_parameters();
+  if (!model.device().cuda) return comm.all_reduce_sum(model.grads(), n);
+  std::vector<float> host(static_cast<size_t>(n));
+  copy_to_host(model.device(), host.data(), model.grads(), host.size() * sizeof(float));
+  comm.all_reduce_sum(host.data(), n);
+  copy_to_device(model.device(), model.grads(), host.data(), host.size() * sizeof(float));
+}
+
 ModelInputs inputs_of(const Batch& b, ModelKind kind) {
   ModelInputs in;
   in.B = b.size;
@@ -136,7 +148,13 @@ int run_training(TrainOptions o) {
   o.optimizer.schedule = parse_schedule(o.schedule_name);
   o.optimizer.total_steps = o.max_steps;
   if (o.resume && o.checkpoint_dir.empty()) throw UsageError("--resume needs --checkpoint-dir");
-  Device device = open_device(o.device, max_threads());
+  // One process per device: under mpirun, rank r takes its slice of every global batch and, on
+  // CUDA, the GPU of its index on its node.
+  const Communicator& comm = Communicator::data_parallel();
+  if (comm.rank() != 0) set_log_level(LogLevel::warn);
+  std::string device_spec = o.device;
+  if (device_spec == "cuda" && comm.distributed()) device_spec = cat("cuda:", comm.local_rank());
+  Device device = open_device(device_spec, max_threads());
   device.gemm_precision = precision;
   if (!device.cuda && precision != Precision::fp32)
     log_warn("--precision ", o.precision, " on the CPU is emulated (GEMM operands rounded before sgemm): it shows the "
@@ -148,7 +166,10 @@ int run_training(TrainOptions o) {
   lc.batch_size = o.batch_size;
   lc.seed = o.seed;
   lc.workers = o.workers;
-  lc.device = o.device;
+  lc.device = device_spec;
+  lc.rank = comm.rank();
+  lc.world_size = comm.size();
+  lc.prefetch = int(std::max<int64_t>(4, o.grad_accum + 2));  // a step holds all its micro-batches
   lc.consumer_stream = device.stream;
   lc.id_dtype = TensorDType::i32;
   lc.masking.enabled = o.dynamic_masking;
@@ -182,10 +203,12 @@ int run_training(TrainOptions o) {
   }
 
   const int64_t T = loader.seq_len();
-  MetricsLog metrics(o.log_dir, config, device, o.precision, o.peak_tflops);
+  MetricsLog metrics(comm.rank() == 0 ? o.log_dir : std::string(), config, device, o.precision, o.peak_tflops,
+                     comm.rank() == 0);
   log_info(config.describe(), "; ", human_count(double(model.num_parameters())), " parameters on ", device.name, "; ",
            optimizer_name(o.optimizer.kind), " lr ", o.optimizer.lr, " ", schedule_name(o.optimizer.schedule),
-           " warmup ", o.optimizer.warmup_steps, "; batch ", o.batch_size, " × ", o.grad_accum, " × seq ", T);
+           " warmup ", o.optimizer.warmup_steps, "; batch ", o.batch_size, " × ", o.grad_accum, " × ", comm.size(),
+           comm.size() == 1 ? " rank" : " ranks", " × seq ", T);
 
   auto next_batch = [&]() {
     for (int tries = 0; tries < 2; ++tries)
@@ -202,29 +225,58 @@ int run_training(TrainOptions o) {
                             {"precision", o.precision},
                             {"loss_scale", scaler.scale},
                             {"loss_scale_good_steps", scaler.good_steps}};
-    const std::string path = save_checkpoint(o.checkpoint_dir, step, model, optimizer, state);
-    log_info("checkpoint ", path);
+    // Every rank holds the same weights and moments: rank 0 writes, the others wait for it.
+    if (comm.rank() == 0) log_info("checkpoint ", save_checkpoint(o.checkpoint_dir, step, model, optimizer, state));
+    comm.barrier();
   };
 
+  std::vector<int32_t> host_positions;
   for (int64_t step = start + 1; step <= o.max_steps; ++step) {
     const double t0 = now_seconds();
-    double data_wait = 0;
+    // The step's micro-batches first: the mean losses divide by the whole step's predictions
+    // (BERT) or tokens (GPT) over every rank, so the summed gradients are one big batch's.
+    std::vector<Batch> batches;
+    int64_t counts[2] = {0, 0};  // this step's predictions (BERT) or tokens (GPT), and samples
+    for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
+      batches.push_back(next_batch());
+      const Batch& b = batches.back();
+      if (bert) {
+        host_positions.resize(size_t(b.masked_lm_positions.numel()));
+        copy_to_host(device, host_positions.data(), b.masked_lm_positions.data, host_positions.size() * sizeof(int32_t));
+        counts[0] += count_predictions(host_positions.data(), b.size, b.masked_lm_positions.shape[1]);
+      } else {
+        counts[0] += b.size * T;
+      }
+      counts[1] += b.size;
+    }
+    const double data_wait = now_seconds() - t0;
+    const int64_t local_samples = counts[1];
+    comm.all_reduce_sum(counts, 2);
     Losses sum;
-    int64_t samples = 0, predictions = 0;
     model.zero_grads();
     for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
-      const double w0 = now_seconds();
-      Batch batch = next_batch();
-      data_wait += now_seconds() - w0;
-      // Dropout masks: a function of (seed, step, micro-batch), so a resumed run draws the same.
-      const uint64_t key = CounterRng::mix(CounterRng::mix(o.seed ^ 0xd0d0d0d0ULL) ^ (uint64_t(step) * 131 + uint64_t(micro))) | 1;
-      const Losses l = model.step(inputs_of(batch, o.kind), true, float(scaler.scale / double(o.grad_accum)), key);
-      sum.total += l.total / double(o.grad_accum);
-      sum.mlm += l.mlm / double(o.grad_accum);
-      sum.nsp += l.nsp / double(o.grad_accum);
-      samples += batch.size;
-      predictions += l.predictions;
+      // Dropout masks: a function of (seed, step, micro-batch, rank), so a resumed run draws the same.
+      const uint64_t key =
+          CounterRng::mix(CounterRng::mix(o.seed ^ 0xd0d0d0d0ULL) ^ (uint64_t(step) * 131 + uint64_t(micro))) ^
+          CounterRng::mix(uint64_t(comm.rank()) + 1);
+      ModelInputs in = inputs_of(batches[size_t(micro)], o.kind);
+      in.lm_denominator = double(counts[0]);
+      in.nsp_denominator = double(counts[1]);
+      const Losses l = model.step(in, true, float(scaler.scale), key | 1);
+      sum.total += l.total, sum.mlm += l.mlm, sum.nsp += l.nsp;
+      batches[size_t(micro)].release();
     }
+    batches.clear();
+    // Data parallel: every rank adds the others' gradients (each is already divided by the
+    // step's global count) and their loss shares.
+    if (comm.distributed()) {
+      all_reduce_gradients(comm, model);
+      double shares[3] = {sum.total, sum.mlm, sum.nsp};
+      comm.all_reduce_sum(shares, 3);
+      sum.total = shares[0], sum.mlm = shares[1], sum.nsp = shares[2];
+    }
+    const int64_t samples = counts[1];
+    const int64_t predictions = bert ? counts[0] : 0;
     if (!std::isfinite(sum.total))
       throw Error(cat("step ", step, ": the loss is ", sum.total, "; first non-finite tensor: ", first_bad_tensor(model)));
     const double loss_scale = scaler.scale;
@@ -251,14 +303,15 @@ int run_training(TrainOptions o) {
     r.data_wait = data_wait;
     r.samples = samples;
     r.tokens = samples * T;
-    r.flops = double(samples) * train_flops_per_sample(config, T, bert ? double(predictions) / double(samples) : 0);
+    // TFLOPs per device: this rank's samples (with the step's mean masked count).
+    r.flops = double(local_samples) * train_flops_per_sample(config, T, bert ? double(predictions) / double(samples) : 0);
     r.device_bytes = model.parameter_bytes() * 2 + optimizer.state_bytes() + model.activation_bytes();
     metrics.record(r, step % o.log_interval == 0 || step == o.max_steps || step == start + 1);
     if (!o.checkpoint_dir.empty() && o.save_interval > 0 && step % o.save_interval == 0 && step != o.max_steps)
       save(step);
   }
   if (!o.checkpoint_dir.empty() && start < o.max_steps) save(o.max_steps);
-  if (!o.export_path.empty()) {
+  if (!o.export_path.empty() && comm.rank() == 0) {
     write_safetensors(o.export_path, export_weights(model), {{"format", "pt"}, {"model", config.describe()}});
     log_info("weights written to ", o.export_path);
   }
