@@ -210,6 +210,27 @@ int run_training(TrainOptions o) {
            " warmup ", o.optimizer.warmup_steps, "; batch ", o.batch_size, " × ", o.grad_accum, " × ", comm.size(),
            comm.size() == 1 ? " rank" : " ranks", " × seq ", T);
 
+  // One machine-readable line for scripts/extract_logs.py: what ran, and at what scale.
+  if (comm.rank() == 0) {
+    const nlohmann::json run = {{"kind", bert ? "bert" : "gpt"},
+                                {"model", config.name},
+                                {"parameters", model.num_parameters()},
+                                {"layers", config.layers},
+                                {"hidden", config.hidden},
+                                {"seq_len", T},
+                                {"batch_size", o.batch_size},
+                                {"grad_accum", o.grad_accum},
+                                {"world_size", comm.size()},
+                                {"global_batch", o.batch_size * o.grad_accum * comm.size()},
+                                {"precision", o.precision},
+                                {"recompute", o.recompute},
+                                {"optimizer", optimizer_name(o.optimizer.kind)},
+                                {"device", device.name},
+                                {"peak_tflops", metrics.peak_tflops()}};
+    std::printf("config: %s\n", run.dump().c_str());
+    std::fflush(stdout);
+  }
+
   auto next_batch = [&]() {
     for (int tries = 0; tries < 2; ++tries)
       if (auto b = loader.next()) return std::move(*b);
