@@ -25,8 +25,17 @@ std::map<std::string, HostTensor> gather(const Model& model, const float* arena,
   return out;
 }
 
+std::map<std::string, HostTensor> from_host(const Model& model, const std::vector<float>& arena, const std::string& prefix) {
+  std::map<std::string, HostTensor> out;
+  for (const ParamInfo& p : model.params())
+    out.emplace(prefix + p.name, HostTensor{p.shape, std::vector<float>(arena.begin() + p.offset,
+                                                                        arena.begin() + p.offset + p.numel)});
+  return out;
+}
+
+// Copies every parameter's tensor into the arena at `dst` (device memory, or host when to_host).
 void scatter(const Model& model, float* arena, const std::map<std::string, HostTensor>& tensors,
-             const std::string& prefix, const std::string& source) {
+             const std::string& prefix, const std::string& source, bool to_host = false) {
   for (const ParamInfo& p : model.params()) {
     auto it = tensors.find(prefix + p.name);
     if (it == tensors.end()) throw Error(cat(source, ": tensor '", prefix + p.name, "' is missing"));
@@ -36,7 +45,10 @@ void scatter(const Model& model, float* arena, const std::map<std::string, HostT
       for (int64_t d : it->second.shape) got += (got.empty() ? "" : "×") + std::to_string(d);
       throw Error(cat(source, ": tensor '", prefix + p.name, "' has shape [", got, "], the model expects [", want, "]"));
     }
-    copy_to_device(model.device(), arena + p.offset, it->second.data.data(), size_t(p.numel) * sizeof(float));
+    if (to_host)
+      std::copy(it->second.data.begin(), it->second.data.end(), arena + p.offset);
+    else
+      copy_to_device(model.device(), arena + p.offset, it->second.data.data(), size_t(p.numel) * sizeof(float));
   }
 }
 
@@ -50,6 +62,13 @@ void import_weights(Model& model, const std::map<std::string, HostTensor>& tenso
 
 std::string save_checkpoint(const std::string& dir, int64_t step, const Model& model, const Optimizer& optimizer,
                             const nlohmann::json& state) {
+  std::vector<float> m, v;
+  optimizer.moments_to_host(m, v);
+  return save_checkpoint(dir, step, model, m, v, state);
+}
+
+std::string save_checkpoint(const std::string& dir, int64_t step, const Model& model, const std::vector<float>& m,
+                            const std::vector<float>& v, const nlohmann::json& state) {
   namespace fs = std::filesystem;
   make_dirs(dir);
   char name[32];
@@ -60,8 +79,8 @@ std::string save_checkpoint(const std::string& dir, int64_t step, const Model& m
   make_dirs(tmp);
   const std::map<std::string, std::string> meta = {{"format", "pt"}, {"step", std::to_string(step)}};
   write_safetensors(path_join(tmp, "model.safetensors"), export_weights(model), meta);
-  auto moments = gather(model, optimizer.m(), "exp_avg.");
-  auto second = gather(model, optimizer.v(), "exp_avg_sq.");
+  auto moments = from_host(model, m, "exp_avg.");
+  auto second = from_host(model, v, "exp_avg_sq.");
   moments.merge(second);
   write_safetensors(path_join(tmp, "optimizer.safetensors"), moments, meta);
   write_file_atomic(path_join(tmp, "state.json"), state.dump(2) + "\n");
@@ -100,8 +119,10 @@ nlohmann::json load_checkpoint(const std::string& path, Model& model, Optimizer&
   const std::string weights = path_join(path, "model.safetensors"), moments = path_join(path, "optimizer.safetensors");
   scatter(model, model.weights(), read_safetensors(weights), "", weights);
   const auto opt = read_safetensors(moments);
-  scatter(model, optimizer.m(), opt, "exp_avg.", moments);
-  scatter(model, optimizer.v(), opt, "exp_avg_sq.", moments);
+  std::vector<float> m(static_cast<size_t>(model.num_parameters())), v(m.size());
+  scatter(model, m.data(), opt, "exp_avg.", moments, true);
+  scatter(model, v.data(), opt, "exp_avg_sq.", moments, true);
+  optimizer.moments_from_host(m, v);
   return state;
 }
 

@@ -20,12 +20,16 @@ std::map<std::string, HostTensor> export_weights(const Model& model);
 // weight — cls.predictions.decoder.weight, lm_head.weight — may be present and is ignored).
 void import_weights(Model& model, const std::map<std::string, HostTensor>& tensors, const std::string& source);
 
-// Writes checkpoint `step` and points `latest` at it; returns its path.
+// Writes checkpoint `step` and points `latest` at it; returns its path. The moments are the
+// whole arena's (Optimizer::moments_to_host, which under ZeRO every rank must call).
+std::string save_checkpoint(const std::string& dir, int64_t step, const Model& model, const std::vector<float>& m,
+                            const std::vector<float>& v, const nlohmann::json& state);
+// A single process's checkpoint (gathers the moments itself).
 std::string save_checkpoint(const std::string& dir, int64_t step, const Model& model, const Optimizer& optimizer,
                             const nlohmann::json& state);
 // The newest complete checkpoint under dir (from `latest`), if any.
 std::optional<std::string> latest_checkpoint(const std::string& dir);
-// Restores weights and optimizer moments; returns state.json. Throws Error naming the file on a
+// Restores weights and optimizer moments (each rank keeps its ZeRO shard); returns state.json. Throws Error naming the file on a
 // missing, truncated or mismatched checkpoint.
 nlohmann::json load_checkpoint(const std::string& path, Model& model, Optimizer& optimizer);
 

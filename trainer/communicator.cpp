@@ -106,4 +106,35 @@ void Communicator::all_gather(const void* in, void* out, size_t bytes) const {
   check(MPI_Allgather(in, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE, comm_of(comm_)), "all-gather");
 }
 
+namespace {
+std::vector<int> int_counts(const std::vector<int64_t>& counts, std::vector<int>* displs) {
+  std::vector<int> out;
+  int64_t at = 0;
+  for (int64_t c : counts) {
+    if (at + c > std::numeric_limits<int>::max()) throw Error("ZeRO collectives: more than 2^31 elements");
+    out.push_back(int(c));
+    if (displs) displs->push_back(int(at));
+    at += c;
+  }
+  return out;
+}
+}  // namespace
+
+void Communicator::reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts) const {
+  if (!distributed()) {
+    std::copy_n(in, counts.at(0), out);
+    return;
+  }
+  const std::vector<int> c = int_counts(counts, nullptr);
+  check(MPI_Reduce_scatter(in, out, c.data(), MPI_FLOAT, MPI_SUM, comm_of(comm_)), "reduce-scatter");
+}
+
+void Communicator::all_gather_blocks(float* data, const std::vector<int64_t>& counts) const {
+  if (!distributed()) return;
+  std::vector<int> displs;
+  std::vector<int> c = int_counts(counts, &displs);
+  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, c.data(), displs.data(), MPI_FLOAT, comm_of(comm_)),
+        "all-gather");
+}
+
 }  // namespace pretrain

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pretrain {
 
@@ -32,6 +33,11 @@ class Communicator {
   void barrier() const;
   // Every rank's `bytes` bytes, in rank order, into out (size() × bytes).
   void all_gather(const void* in, void* out, size_t bytes) const;
+  // ZeRO-1's pair over a flat array cut into size() consecutive blocks of counts[r] elements:
+  // out (counts[rank()] elements) = Σ over ranks of this rank's block of `in`; and in place,
+  // every rank's block of `data` from its owner.
+  void reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts) const;
+  void all_gather_blocks(float* data, const std::vector<int64_t>& counts) const;
 
  private:
   Communicator();

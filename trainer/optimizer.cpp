@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "trainer/communicator.h"
 
 namespace pretrain {
 
@@ -46,28 +47,38 @@ double learning_rate(const OptimizerConfig& c, int64_t t) {
   return c.lr * (c.min_lr_ratio + (1.0 - c.min_lr_ratio) * f);
 }
 
-double gradient_norm(const Model& model) {
-  double s = 0;
-  for (const ParamInfo& p : model.params()) s += sum_squares(model.device(), model.grads() + p.offset, p.numel);
-  return std::sqrt(s);
+Optimizer::Optimizer(const OptimizerConfig& config, Model& model, const Communicator* comm, bool zero)
+    : config_(config), model_(model), comm_(comm), zero_(zero && comm && comm->distributed()) {
+  const int64_t n = model.num_parameters();
+  const int ranks = zero_ ? comm->size() : 1;
+  for (int r = 0; r < ranks; ++r) shard_sizes_.push_back(n * (r + 1) / ranks - n * r / ranks);
+  const int me = zero_ ? comm->rank() : 0;
+  lo_ = n * me / ranks, hi_ = n * (me + 1) / ranks;
+  m_ = DeviceBuffer<float>(model.device(), size_t(hi_ - lo_));
+  v_ = DeviceBuffer<float>(model.device(), size_t(hi_ - lo_));
+  if (config_.kind == OptimizerKind::lamb) update_ = DeviceBuffer<float>(model.device(), size_t(hi_ - lo_));
 }
 
-Optimizer::Optimizer(const OptimizerConfig& config, Model& model)
-    : config_(config), model_(model),
-      m_(model.device(), size_t(model.num_parameters())),
-      v_(model.device(), size_t(model.num_parameters())) {
-  if (config_.kind == OptimizerKind::lamb) {
-    int64_t largest = 0;
-    for (const ParamInfo& p : model.params()) largest = std::max(largest, p.numel);
-    update_ = DeviceBuffer<float>(model.device(), size_t(largest));
-  }
-}
+namespace {
+// The part of parameter p inside [lo, hi), as offsets into the arena; empty when none.
+struct Span {
+  int64_t begin, end;
+  int64_t size() const { return end > begin ? end - begin : 0; }
+};
+Span part(const ParamInfo& p, int64_t lo, int64_t hi) { return {std::max(p.offset, lo), std::min(p.offset + p.numel, hi)}; }
+}  // namespace
 
 UpdateInfo Optimizer::step(int64_t t, double grad_unscale) {
   const Device& d = model_.device();
+  const auto& params = model_.params();
   UpdateInfo info;
   info.lr = learning_rate(config_, t);
-  info.grad_norm = gradient_norm(model_) * grad_unscale;
+  // Σ g² over this rank's shard, tensor by tensor in order, then over the ranks.
+  double g2 = 0;
+  for (const ParamInfo& p : params)
+    if (Span s = part(p, lo_, hi_); s.size()) g2 += sum_squares(d, model_.grads() + s.begin, s.size());
+  if (zero_) comm_->all_reduce_sum(&g2, 1);
+  info.grad_norm = std::sqrt(g2) * grad_unscale;
   if (!std::isfinite(info.grad_norm)) {
     info.applied = false;
     return info;
@@ -87,25 +98,58 @@ UpdateInfo Optimizer::step(int64_t t, double grad_unscale) {
   const float bc1 = float(1.0 - std::pow(config_.beta1, double(u)));
   const float bc2 = float(1.0 - std::pow(config_.beta2, double(u)));
   const float clip = float(info.clip * grad_unscale);
-  for (const ParamInfo& p : model_.params()) {
-    float *w = model_.weights() + p.offset, *g = model_.grads() + p.offset;
-    float *m = m_.get() + p.offset, *v = v_.get() + p.offset;
-    const float wd = p.decay ? float(config_.weight_decay) : 0.0f;
-    if (config_.kind == OptimizerKind::adamw) {
-      launch(d, p.numel, kernels::AdamW{w, m, v, g, lr, b1, b2, eps, wd, clip, bc1, bc2});
-      continue;
+  // Moments and LAMB's update are indexed from the shard's start.
+  auto at = [&](float* base, const Span& s) { return base + (s.begin - lo_); };
+  if (config_.kind == OptimizerKind::adamw) {
+    for (const ParamInfo& p : params) {
+      const Span s = part(p, lo_, hi_);
+      if (!s.size()) continue;
+      const float wd = p.decay ? float(config_.weight_decay) : 0.0f;
+      launch(d, s.size(), kernels::AdamW{model_.weights() + s.begin, at(m_.get(), s), at(v_.get(), s),
+                                         model_.grads() + s.begin, lr, b1, b2, eps, wd, clip, bc1, bc2});
     }
-    launch(d, p.numel, kernels::LambStage1{update_.get(), m, v, w, g, b1, b2, eps, wd, clip, bc1, bc2});
+    return info;
+  }
+  // LAMB: the update direction everywhere first, then ‖w‖ and ‖u‖ per tensor (over the ranks
+  // when sharded), then w −= lr · trust · u.
+  std::vector<double> norms(2 * params.size(), 0.0);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ParamInfo& p = params[i];
+    const Span s = part(p, lo_, hi_);
+    if (!s.size()) continue;
+    const float wd = p.decay ? float(config_.weight_decay) : 0.0f;
+    launch(d, s.size(), kernels::LambStage1{at(update_.get(), s), at(m_.get(), s), at(v_.get(), s),
+                                            model_.weights() + s.begin, model_.grads() + s.begin, b1, b2, eps, wd,
+                                            clip, bc1, bc2});
+    if (wd != 0.0f) {
+      norms[2 * i] = sum_squares(d, model_.weights() + s.begin, s.size());
+      norms[2 * i + 1] = sum_squares(d, at(update_.get(), s), s.size());
+    }
+  }
+  if (zero_) comm_->all_reduce_sum(norms.data(), int64_t(norms.size()));
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Span s = part(params[i], lo_, hi_);
+    if (!s.size()) continue;
     // apex (use_nvlamb off) applies the trust ratio only to tensors that decay.
     double trust = 1.0;
-    if (wd != 0.0f) {
-      const double w_norm = std::sqrt(sum_squares(d, w, p.numel));
-      const double u_norm = std::sqrt(sum_squares(d, update_.get(), p.numel));
-      if (w_norm > 0 && u_norm > 0) trust = w_norm / u_norm;
-    }
-    launch(d, p.numel, kernels::LambStage2{w, update_.get(), float(info.lr * trust)});
+    const double w_norm = std::sqrt(norms[2 * i]), u_norm = std::sqrt(norms[2 * i + 1]);
+    if (w_norm > 0 && u_norm > 0) trust = w_norm / u_norm;
+    launch(d, s.size(), kernels::LambStage2{model_.weights() + s.begin, at(update_.get(), s), float(info.lr * trust)});
   }
   return info;
+}
+
+void Optimizer::moments_to_host(std::vector<float>& m, std::vector<float>& v) const {
+  const int64_t n = model_.num_parameters();
+  m.assign(size_t(n), 0.0f), v.assign(size_t(n), 0.0f);
+  copy_to_host(model_.device(), m.data() + lo_, m_.get(), size_t(hi_ - lo_) * sizeof(float));
+  copy_to_host(model_.device(), v.data() + lo_, v_.get(), size_t(hi_ - lo_) * sizeof(float));
+  if (zero_) comm_->all_gather_blocks(m.data(), shard_sizes_), comm_->all_gather_blocks(v.data(), shard_sizes_);
+}
+
+void Optimizer::moments_from_host(const std::vector<float>& m, const std::vector<float>& v) {
+  copy_to_device(model_.device(), m_.get(), m.data() + lo_, size_t(hi_ - lo_) * sizeof(float));
+  copy_to_device(model_.device(), v_.get(), v.data() + lo_, size_t(hi_ - lo_) * sizeof(float));
 }
 
 }  // namespace pretrain

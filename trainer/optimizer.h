@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "trainer/model.h"
 
@@ -56,9 +57,15 @@ struct LossScaler {
   }
 };
 
+class Communicator;
+
 class Optimizer {
  public:
-  Optimizer(const OptimizerConfig& config, Model& model);
+  // With zero (ZeRO stage 1) over a communicator of several ranks, this rank keeps the moments of
+  // its shard [shard_begin, shard_end) of the flat parameter arena only and updates only those
+  // weights: the trainer reduce-scatters the gradients before step() and all-gathers the weights
+  // after it. Norms (clipping, LAMB's trust ratios) add the shards' partial sums over the ranks.
+  Optimizer(const OptimizerConfig& config, Model& model, const Communicator* comm = nullptr, bool zero = false);
   // One update of every parameter from model.grads() × grad_unscale (1 / the loss scale), with the
   // learning rate of training step t. Bias corrections count the updates applied so far (a step
   // skipped for an overflow does not count, as in torch). Gradients holding NaN or Inf change
@@ -67,18 +74,27 @@ class Optimizer {
   int64_t updates() const { return updates_; }
   void set_updates(int64_t n) { updates_ = n; }  // when resuming
   const OptimizerConfig& config() const { return config_; }
-  float* m() const { return m_.get(); }  // first moments, laid out like the parameters
-  float* v() const { return v_.get(); }  // second moments
-  size_t state_bytes() const { return (m_.size() + v_.size()) * sizeof(float); }
+  float* m() const { return m_.get(); }  // first moments of the shard (all parameters unless ZeRO)
+  float* v() const { return v_.get(); }  // second moments of the shard
+  size_t state_bytes() const { return (m_.size() + v_.size() + update_.size()) * sizeof(float); }
+  bool sharded() const { return zero_; }
+  int64_t shard_begin() const { return lo_; }
+  int64_t shard_end() const { return hi_; }
+  const std::vector<int64_t>& shard_sizes() const { return shard_sizes_; }  // per rank
+  // The moments of every parameter, in the arena's layout (gathered when sharded: a collective,
+  // call it on every rank); and back (each rank keeps its shard).
+  void moments_to_host(std::vector<float>& m, std::vector<float>& v) const;
+  void moments_from_host(const std::vector<float>& m, const std::vector<float>& v);
 
  private:
   OptimizerConfig config_;
   Model& model_;
+  const Communicator* comm_ = nullptr;
+  bool zero_ = false;
+  int64_t lo_ = 0, hi_ = 0;
+  std::vector<int64_t> shard_sizes_;
   DeviceBuffer<float> m_, v_, update_;
   int64_t updates_ = 0;
 };
-
-// The global L2 norm of the gradients, in a fixed order (per tensor, then summed in order).
-double gradient_norm(const Model& model);
 
 }  // namespace pretrain

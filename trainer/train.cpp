@@ -64,6 +64,8 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--seed", o.seed, "weights, dropout and data order")->capture_default_str();
   app.add_flag("--recompute", o.recompute, "recompute GELU outputs in the backward pass (less activation memory)");
   if (bert) app.add_flag("--dynamic-masking", o.dynamic_masking, "mask anew each epoch (LDDL style) in the loader");
+  app.add_option("--zero", o.zero, "1: ZeRO stage 1, optimizer state sharded over the data-parallel ranks")
+      ->check(CLI::IsMember({0, 1}))->capture_default_str();
   app.add_option("--workers", o.workers, "loader threads")->capture_default_str();
   app.add_option("--peak-tflops", o.peak_tflops, "peak TFLOPs per device for MFU (default: GPU table or measured sgemm)");
 }
@@ -108,6 +110,24 @@ void all_reduce_gradients(const Communicator& comm, Model& model) {
   copy_to_host(model.device(), host.data(), model.grads(), host.size() * sizeof(float));
   comm.all_reduce_sum(host.data(), n);
   copy_to_device(model.device(), model.grads(), host.data(), host.size() * sizeof(float));
+}
+
+// ZeRO-1: each rank receives the sum of its shard of the gradients only (half the traffic of an
+// all-reduce), updates that shard, and the weights are put back together with an all-gather.
+void reduce_scatter_gradients(const Communicator& comm, Model& model, const Optimizer& optimizer) {
+  const int64_t n = model.num_parameters(), lo = optimizer.shard_begin(), len = optimizer.shard_end() - lo;
+  std::vector<float> full(static_cast<size_t>(n)), shard(static_cast<size_t>(len));
+  copy_to_host(model.device(), full.data(), model.grads(), full.size() * sizeof(float));
+  comm.reduce_scatter_sum(full.data(), shard.data(), optimizer.shard_sizes());
+  copy_to_device(model.device(), model.grads() + lo, shard.data(), shard.size() * sizeof(float));
+}
+
+void all_gather_weights(const Communicator& comm, Model& model, const Optimizer& optimizer) {
+  if (!model.device().cuda) return comm.all_gather_blocks(model.weights(), optimizer.shard_sizes());
+  std::vector<float> host(static_cast<size_t>(model.num_parameters()));
+  copy_to_host(model.device(), host.data(), model.weights(), host.size() * sizeof(float));
+  comm.all_gather_blocks(host.data(), optimizer.shard_sizes());
+  copy_to_device(model.device(), model.weights(), host.data(), host.size() * sizeof(float));
 }
 
 ModelInputs inputs_of(const Batch& b, ModelKind kind) {
@@ -181,7 +201,7 @@ int run_training(TrainOptions o) {
   const ModelConfig config = make_config(o, loader);
   Model model(config, device);
   model.set_recompute(o.recompute);
-  Optimizer optimizer(o.optimizer, model);
+  Optimizer optimizer(o.optimizer, model, &comm, o.zero == 1);
   if (!o.init_from.empty()) import_weights(model, read_safetensors(o.init_from), o.init_from);
   else model.init_weights(o.seed);
 
@@ -224,6 +244,7 @@ int run_training(TrainOptions o) {
                                 {"global_batch", o.batch_size * o.grad_accum * comm.size()},
                                 {"precision", o.precision},
                                 {"recompute", o.recompute},
+                                {"zero", o.zero},
                                 {"optimizer", optimizer_name(o.optimizer.kind)},
                                 {"device", device.name},
                                 {"peak_tflops", metrics.peak_tflops()}};
@@ -246,8 +267,10 @@ int run_training(TrainOptions o) {
                             {"precision", o.precision},
                             {"loss_scale", scaler.scale},
                             {"loss_scale_good_steps", scaler.good_steps}};
-    // Every rank holds the same weights and moments: rank 0 writes, the others wait for it.
-    if (comm.rank() == 0) log_info("checkpoint ", save_checkpoint(o.checkpoint_dir, step, model, optimizer, state));
+    // Every rank holds the same weights (and, gathered, moments): rank 0 writes, the others wait.
+    std::vector<float> m, v;
+    optimizer.moments_to_host(m, v);
+    if (comm.rank() == 0) log_info("checkpoint ", save_checkpoint(o.checkpoint_dir, step, model, m, v, state));
     comm.barrier();
   };
 
@@ -291,7 +314,10 @@ int run_training(TrainOptions o) {
     // Data parallel: every rank adds the others' gradients (each is already divided by the
     // step's global count) and their loss shares.
     if (comm.distributed()) {
-      all_reduce_gradients(comm, model);
+      if (optimizer.sharded())
+        reduce_scatter_gradients(comm, model, optimizer);
+      else
+        all_reduce_gradients(comm, model);
       double shares[3] = {sum.total, sum.mlm, sum.nsp};
       comm.all_reduce_sum(shares, 3);
       sum.total = shares[0], sum.mlm = shares[1], sum.nsp = shares[2];
@@ -302,6 +328,7 @@ int run_training(TrainOptions o) {
       throw Error(cat("step ", step, ": the loss is ", sum.total, "; first non-finite tensor: ", first_bad_tensor(model)));
     const double loss_scale = scaler.scale;
     const UpdateInfo u = optimizer.step(step, 1.0 / loss_scale);
+    if (optimizer.sharded() && u.applied) all_gather_weights(comm, model, optimizer);
     if (precision == Precision::fp16) {
       scaler.update(u.applied);
       if (!u.applied) log_warn("step ", step, ": fp16 gradients overflowed at loss scale ", loss_scale,

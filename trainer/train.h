@@ -35,6 +35,7 @@ struct TrainOptions {
   std::string log_dir;      // metrics.jsonl (and train.log) go here; empty: no files
   uint64_t seed = 1234;
   bool recompute = false;
+  int zero = 0;  // 1: ZeRO stage 1
   bool dynamic_masking = false;
   int workers = 2;
   double peak_tflops = 0;  // for MFU; 0: the GPU table, or a measured sgemm rate on CPU

@@ -5,7 +5,9 @@ On shards made from the bundled sample, BERT tiny and GPT tiny, dropout off:
     attention key bias, whose exact gradient is 0 (see without_key_bias);
   * gradient accumulation: 4 micro-batches of 2 equal one batch of 8 (inside one epoch: with
     another batch size the loader's epoch tail is another);
-  * resume at 2 ranks: from the step-10 checkpoint of a 2-rank run, steps 11..20 are bitwise its own;
+  * --zero 1 (ZeRO-1) against --zero 0 at 2 ranks: the same losses, less device memory;
+  * resume at 2 ranks under ZeRO-1: from the step-10 checkpoint of a 2-rank run, steps 11..20 are
+    bitwise its own;
   * a rank killed with SIGKILL: mpirun ends every rank within 30 s, naming the rank.
 """
 import json
@@ -134,16 +136,29 @@ def main():
             acc = train(kind, shards[kind], tmp, f"{kind}-acc", 1, 2, 10, "--grad-accum", 4)
             close_losses(f"{kind}: 4 micro-batches × 2 against one batch of 8", acc, one)
 
-        # Resume at 2 ranks: continue the 2-rank BERT run from its step-10 checkpoint.
+        # ZeRO-1 at 2 ranks: the same losses (AdamW for GPT, LAMB for BERT, whose trust ratios add
+        # the shards' norms), less optimizer memory per device.
+        for kind, optimizer in (("bert", "lamb"), ("gpt", "adamw")):
+            off = train(kind, shards[kind], tmp, f"{kind}-z0", 2, 4, 20, "--optimizer", optimizer)
+            on = train(kind, shards[kind], tmp, f"{kind}-z1", 2, 4, 20, "--optimizer", optimizer, "--zero", 1)
+            close_losses(f"{kind} {optimizer}: --zero 1 against --zero 0", on, off)
+            if not on[-1]["device_mb"] < off[-1]["device_mb"]:
+                fail(f"{kind}: --zero 1 did not lower device memory ({on[-1]['device_mb']} vs {off[-1]['device_mb']} MB)")
+            else:
+                print(f"{kind}: device memory {off[-1]['device_mb']:.2f} MB -> {on[-1]['device_mb']:.2f} MB with --zero 1")
+
+        # Resume at 2 ranks under ZeRO-1 (the checkpoint gathers the sharded moments): continue the
+        # run from its step-10 checkpoint.
         ckpt = os.path.join(tmp, "ckpt")
         full = train("bert", shards["bert"], tmp, "resume-full", 2, 4, 20, "--checkpoint-dir", ckpt,
-                     "--save-interval", 10)
+                     "--save-interval", 10, "--zero", 1)
         again = os.path.join(tmp, "ckpt-again")
         os.makedirs(again)
         subprocess.run(["cp", "-r", os.path.join(ckpt, "step-00000010"), again], check=True)
         with open(os.path.join(again, "latest"), "w") as f:
             f.write("step-00000010\n")
-        resumed = train("bert", shards["bert"], tmp, "resume-again", 2, 4, 20, "--checkpoint-dir", again, "--resume")
+        resumed = train("bert", shards["bert"], tmp, "resume-again", 2, 4, 20, "--checkpoint-dir", again, "--resume",
+                        "--zero", 1)
         if [m["loss"] for m in resumed] != [m["loss"] for m in full[10:]]:
             fail(f"2-rank resume: {[m['loss'] for m in resumed]} != {[m['loss'] for m in full[10:]]}")
         else:
