@@ -62,10 +62,11 @@ step "loader: a tiny PyTorch GPT from the Megatron shards"
 /usr/bin/python3 scripts/examples/torch_loop.py --build-dir "$bin" --model gpt "$out/gpt" --seq-len 32 --steps 40 \
   --batch-size 8 | tee "$out/torch-gpt.log" | sed -n '1,3p;$p'
 
-step "bert_pretrain: BERT tiny (MLM + NSP) on the CPU from the BERT shards, LAMB, a checkpoint at step 40"
-"$bin/trainer/bert_pretrain" --data "$out/bert" --model tiny --batch-size 16 --max-steps 60 --optimizer lamb \
-  --lr 2e-3 --warmup 10 --log-interval 10 --save-interval 40 --checkpoint-dir "$out/bert-ckpt" \
-  --log-dir "$out/bert-logs" --export "$out/bert-tiny.safetensors" --threads "$(nproc)"
+step "mpirun -np 2 bert_pretrain: BERT tiny (MLM + NSP), 2 CPU ranks (data parallel, ZeRO-1), LAMB, a checkpoint at step 40"
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 \
+  "$bin/trainer/bert_pretrain" --data "$out/bert" --model tiny --batch-size 8 --max-steps 60 --optimizer lamb \
+  --zero 1 --lr 2e-3 --warmup 10 --log-interval 10 --save-interval 40 --checkpoint-dir "$out/bert-ckpt" \
+  --log-dir "$out/bert-logs" --export "$out/bert-tiny.safetensors" --threads 1 | tee "$out/bert-train.log"
 step "gpt_pretrain: GPT-2 tiny on the CPU from the Megatron shards"
 "$bin/trainer/gpt_pretrain" --data "$out/gpt" --model tiny --seq-len 64 --batch-size 8 --max-steps 40 --lr 3e-3 \
   --warmup 5 --log-interval 10 --log-dir "$out/gpt-logs" --threads "$(nproc)"
