@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# The DLPerf benchmark matrix: bert_pretrain or gpt_pretrain under mpirun, one process per device,
+# for each case (1n1g, 1n4g, 1n8g, 2n8g, 4n8g, or the subset the hosts allow), repeated --runs times,
+# each run's output (rank 0's stdout + mpirun's stderr) in
+#   <log-root>/<model>/bs<B>_<precision>/<N>n<G>g/run<k>.log
+# which scripts/extract_logs.py turns into result.json and table.md, and scripts/plot_throughput.py
+# into a plot. run_single_node.sh and run_multi_node.sh are this script (multi-node: --hostfile).
+#
+# Usage: scripts/run_single_node.sh --data SHARDS [options] [-- trainer options]
+#        scripts/run_multi_node.sh --hostfile FILE --data SHARDS [options] [-- trainer options]
+# Options:
+#   --data PATH          shards (directory or manifest.json), the trainer's --data; required
+#   --model bert|gpt     which trainer (default bert)
+#   --model-size S       the trainer's --model (default: bert base, gpt 124M)
+#   --batch-size B       samples per device per step (default: bert 32, gpt 8)
+#   --precision P        fp32, bf16 or fp16 (default fp32)
+#   --steps N            steps per run (default 120: extract_logs.py skips 20, averages 100)
+#   --runs K             runs per case (default 5)
+#   --device cuda|cpu    default cuda when nvidia-smi lists a GPU, else cpu
+#   --gpus-per-node G    devices (= ranks) per node, the largest "g" of the matrix. Default: the GPUs
+#                        nvidia-smi lists (cuda), the hostfile's slots on its first host (multi-node),
+#                        or nproc (cpu). With --device cpu a "g" is one CPU rank.
+#   --threads T          --threads per rank (default 1 on cpu; the trainer's default on cuda)
+#   --hostfile FILE      OpenMPI hostfile, one host per line ("host" or "host slots=G"); N-node cases
+#                        run on its first N hosts with `mpirun --hostfile … -npernode G`
+#   --cases LIST         comma-separated cases instead of the default matrix, e.g. 1n1g,1n8g,2n8g
+#   --log-root DIR       default logs
+#   --build-dir DIR      where bert_pretrain/gpt_pretrain are built (default $PRETRAIN_BUILD_DIR or build/)
+#   --mpi-args "ARGS"    more mpirun arguments (e.g. "-x NCCL_DEBUG=INFO --mca btl_tcp_if_include ib0")
+#   --dry-run            print the cases and commands, run nothing
+# Anything after -- goes to the trainer (e.g. -- --recompute --seq-len 512).
+#
+# The default matrix, DLPerf's generalised: on one node G in {1, 4, 8} up to --gpus-per-node, plus
+# --gpus-per-node itself (so 2 CPU ranks per node give 1n1g, 1n2g; 8 GPUs give 1n1g, 1n4g, 1n8g);
+# with a hostfile of H hosts also N in {2, 4, 8, …} up to H, plus H, at G = --gpus-per-node
+# (4 hosts × 8 GPUs: 1n1g 1n4g 1n8g 2n8g 4n8g). A run that fails stops the matrix: its log is kept as
+# run<k>.log.failed and named; a finished run's log is written as run<k>.log.partial and renamed.
+# Multi-node needs the binaries and data at the same paths on every host (a shared file system).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+model=bert model_size="" batch="" precision=fp32 steps=120 runs=5 data="" device="" gpn="" threads=""
+hostfile="" cases="" log_root=logs build_dir=${PRETRAIN_BUILD_DIR:-$root/build} mpi_args="" dry_run=0
+trainer_args=()
+die() { echo "$(basename "$0"): $*" >&2; exit 2; }
+need() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"; }
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --model) need "$@"; model=$2; shift 2 ;;
+    --model-size) need "$@"; model_size=$2; shift 2 ;;
+    --batch-size) need "$@"; batch=$2; shift 2 ;;
+    --precision) need "$@"; precision=$2; shift 2 ;;
+    --steps) need "$@"; steps=$2; shift 2 ;;
+    --runs) need "$@"; runs=$2; shift 2 ;;
+    --data) need "$@"; data=$2; shift 2 ;;
+    --device) need "$@"; device=$2; shift 2 ;;
+    --gpus-per-node) need "$@"; gpn=$2; shift 2 ;;
+    --threads) need "$@"; threads=$2; shift 2 ;;
+    --hostfile) need "$@"; hostfile=$2; shift 2 ;;
+    --cases) need "$@"; cases=$2; shift 2 ;;
+    --log-root) need "$@"; log_root=$2; shift 2 ;;
+    --build-dir) need "$@"; build_dir=$2; shift 2 ;;
+    --mpi-args) need "$@"; mpi_args=$2; shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --) shift; trainer_args=("$@"); break ;;
+    *) die "unknown argument $1 (see --help)" ;;
+  esac
+done
+
+positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, got '$2'"; }
+[[ -n $data ]] || die "--data SHARDS is required"
+[[ $dry_run == 1 || -e $data ]] || die "--data $data: no such file or directory"
+case $model in
+  bert) : "${model_size:=base}" "${batch:=32}" ;;
+  gpt) : "${model_size:=124M}" "${batch:=8}" ;;
+  *) die "--model must be bert or gpt, got '$model'" ;;
+esac
+case $precision in fp32|bf16|fp16) ;; *) die "--precision must be fp32, bf16 or fp16, got '$precision'" ;; esac
+positive --batch-size "$batch"; positive --steps "$steps"; positive --runs "$runs"
+
+if [[ -z $device ]]; then
+  if command -v nvidia-smi >/dev/null && [[ $(nvidia-smi -L 2>/dev/null | grep -c '^GPU') -gt 0 ]]; then
+    device=cuda
+  else
+    device=cpu
+  fi
+fi
+[[ $device == cpu || $device == cuda ]] || die "--device must be cuda or cpu, got '$device'"
+[[ $device == cpu && -z $threads ]] && threads=1
+[[ -z $threads ]] || positive --threads "$threads"
+
+# Hosts, in hostfile order, without repeats; slots of the first host.
+hosts=() first_slots=""
+if [[ -n $hostfile ]]; then
+  [[ -r $hostfile ]] || die "--hostfile $hostfile: cannot read it"
+  while read -r host rest; do
+    [[ -z $host || $host == \#* ]] && continue
+    if [[ ${#hosts[@]} -eq 0 && $rest =~ slots=([0-9]+) ]]; then first_slots=${BASH_REMATCH[1]}; fi
+    [[ " ${hosts[*]} " == *" $host "* ]] || hosts+=("$host")
+  done <"$hostfile"
+  [[ ${#hosts[@]} -gt 0 ]] || die "--hostfile $hostfile: no hosts in it"
+fi
+max_nodes=$(( ${#hosts[@]} > 0 ? ${#hosts[@]} : 1 ))
+
+if [[ -z $gpn ]]; then
+  if [[ $device == cuda ]] && command -v nvidia-smi >/dev/null; then gpn=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); fi
+  [[ -z $gpn || $gpn == 0 ]] && gpn=$first_slots
+  [[ -z $gpn && $device == cpu ]] && gpn=$(nproc)
+  [[ -n $gpn && $gpn != 0 ]] || die "cannot tell how many GPUs a node has: pass --gpus-per-node"
+fi
+positive --gpus-per-node "$gpn"
+
+# The matrix.
+if [[ -z $cases ]]; then
+  list=()
+  for g in 1 4 8; do (( g < gpn )) && list+=("1n${g}g"); done
+  list+=("1n${gpn}g")
+  for n in 2 4 8 16 32 64; do (( n < max_nodes )) && list+=("${n}n${gpn}g"); done
+  (( max_nodes > 1 )) && list+=("${max_nodes}n${gpn}g")
+  cases=$(IFS=,; echo "${list[*]}")
+fi
+IFS=, read -r -a case_list <<<"$cases"
+for c in "${case_list[@]}"; do
+  [[ $c =~ ^([1-9][0-9]*)n([1-9][0-9]*)g$ ]] || die "--cases: '$c' is not <N>n<G>g"
+  n=${BASH_REMATCH[1]} g=${BASH_REMATCH[2]}
+  (( n <= max_nodes )) || die "case $c needs $n nodes, the hosts allow $max_nodes${hostfile:+ ($hostfile)}"
+  (( g <= gpn )) || die "case $c needs $g devices per node, --gpus-per-node is $gpn"
+done
+
+trainer=$build_dir/trainer/${model}_pretrain
+[[ $dry_run == 1 || -x $trainer ]] || die "$trainer not built (cmake --build build --target ${model}_pretrain, or --build-dir)"
+command -v mpirun >/dev/null || [[ $dry_run == 1 ]] || die "mpirun not found (apt-get install openmpi-bin)"
+mpi=(mpirun --oversubscribe)
+if [[ $(id -u) == 0 ]]; then
+  mpi+=(--allow-run-as-root)
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+# shellcheck disable=SC2206  # --mpi-args is split on spaces on purpose
+[[ -n $mpi_args ]] && mpi+=($mpi_args)
+
+out=$log_root/$model/bs${batch}_${precision}
+echo "$model $model_size, batch $batch per device, $precision, $steps steps, $runs runs, device $device," \
+  "cases: ${case_list[*]} -> $out/"
+for c in "${case_list[@]}"; do
+  [[ $c =~ ^([0-9]+)n([0-9]+)g$ ]]
+  n=${BASH_REMATCH[1]} g=${BASH_REMATCH[2]}
+  launch=("${mpi[@]}" -np $((n * g)))
+  if [[ -n $hostfile ]]; then
+    # The first n hosts, g slots each; -npernode places g ranks on each.
+    sub=$out/$c/hostfile
+    [[ $dry_run == 1 ]] || { mkdir -p "$out/$c"; printf '%s slots='"$g"'\n' "${hosts[@]:0:n}" >"$sub"; }
+    launch+=(--hostfile "$sub" -npernode "$g")
+  fi
+  cmd=("${launch[@]}" "$trainer" --data "$data" --model "$model_size" --batch-size "$batch" --precision "$precision"
+       --max-steps "$steps" --device "$device" --log-interval 1)
+  [[ -n $threads ]] && cmd+=(--threads "$threads")
+  cmd+=("${trainer_args[@]}")
+  for ((k = 1; k <= runs; ++k)); do
+    log=$out/$c/run$k.log
+    if [[ $dry_run == 1 ]]; then echo "$log: ${cmd[*]}"; continue; fi
+    mkdir -p "$out/$c"
+    printf '%s run %d/%d ... ' "$c" "$k" "$runs"
+    start=$SECONDS
+    if "${cmd[@]}" >"$log.partial" 2>&1; then
+      mv "$log.partial" "$log"
+      echo "$((SECONDS - start)) s, $(grep '^summary:' "$log" | sed 's/.*| \([0-9.]* samples\/s\) |.*/\1/' || true)"
+    else
+      rc=$?
+      mv "$log.partial" "$log.failed"
+      echo "failed (exit $rc): $log.failed" >&2
+      tail -n 15 "$log.failed" >&2
+      echo "command: ${cmd[*]}" >&2
+      exit 1
+    fi
+  done
+done
+echo "logs in $out/ (scripts/extract_logs.py $out)"
