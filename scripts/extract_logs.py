@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""DLPerf-style tables from the logs scripts/run_single_node.sh and run_multi_node.sh write.
+
+    scripts/extract_logs.py LOGDIR [--skip 20] [--average 100] [-o OUTDIR]
+
+LOGDIR holds <N>n<G>g/run<k>.log files at any depth (logs/, logs/bert/ or logs/bert/bs32_fp32/);
+the case directories under one parent (e.g. bert/bs32_fp32) form one table. Per run: the step lines
+after the first --skip iterations, at most --average of them, give seconds per iteration (mean),
+samples/s (samples over seconds), TFLOPs per device and memory. Per case: mean and median of the
+runs' samples/s, speedup = median / the 1n1g median, and TFLOPs per device two ways:
+  seed formula  params × (4 with --recompute, else 3) × 2 × seq × global_batch / (time × devices),
+                time = seconds per iteration, as seed 001 (DeepSpeed BERT) reports;
+  PaLM          the trainer's own per-device figure, the mean of the logged TFLOPs over the
+                window (PaLM's appendix B: 6 × matmul parameters per token plus the attention
+                products, the MLM head on masked positions only; see README "FLOPs and MFU").
+Memory: the largest device and host (RSS) MB that rank 0 logged in any run of the case.
+Writes OUTDIR/result.json and OUTDIR/table.md (OUTDIR defaults to LOGDIR) and prints the table.
+Exit 1 with the file named on a missing or empty LOGDIR, or a log without step lines.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+
+CASE_DIR = re.compile(r"^(\d+)n(\d+)g$")
+RUN_LOG = re.compile(r"^run(\d+)\.log$")
+UNITS = {"B": 1e-6, "kB": 1e-3, "MB": 1.0, "GB": 1e3, "TB": 1e6}
+
+
+class LogError(Exception):
+    pass
+
+
+def parse_step(line):
+    """One 'step  N/M | loss … | 61.8 ms | data … | 258.8 samples/s | … TFLOPs | … | device 15.41 MB | host …'
+    line as a dict; fields are matched by their unit, so added fields do not break it."""
+    parts = [p.strip() for p in line.split(" | ")]
+    m = re.match(r"^step\s+(\d+)/(\d+)$", parts[0])
+    if not m:
+        return None
+    rec = {"step": int(m.group(1)), "max_steps": int(m.group(2))}
+    for p in parts[1:]:
+        for key, pattern in (("ms", r"^([\d.]+) ms$"), ("samples_per_s", r"^([\d.]+) samples/s$"),
+                             ("tokens_per_s", r"^([\d.]+) tokens/s$"), ("tflops", r"^([\d.]+) TFLOPs$"),
+                             ("mfu", r"^MFU ([\d.]+)%$")):
+            m = re.match(pattern, p)
+            if m:
+                rec[key] = float(m.group(1))
+        m = re.match(r"^(device|host) ([\d.]+) (B|kB|MB|GB|TB)$", p)
+        if m:
+            rec[m.group(1) + "_mb"] = float(m.group(2)) * UNITS[m.group(3)]
+    missing = [k for k in ("ms", "samples_per_s", "tflops") if k not in rec]
+    if missing:
+        raise LogError(f"step line without {', '.join(missing)}: {line.strip()[:160]}")
+    return rec
+
+
+def read_log(path):
+    config, steps = None, []
+    with open(path, errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if line.startswith("config: "):
+                try:
+                    config = json.loads(line[len("config: "):])
+                except json.JSONDecodeError as e:
+                    raise LogError(f"{path}:{number}: config line is not JSON ({e})")
+            elif line.startswith("step "):
+                try:
+                    rec = parse_step(line)
+                except LogError as e:
+                    raise LogError(f"{path}:{number}: {e}")
+                if rec:
+                    steps.append(rec)
+    if not steps:
+        raise LogError(f"{path}: no step lines (expected lines like 'step 1/120 | loss … | … ms | … samples/s | …'; "
+                       "did the run fail, or run without --log-interval 1?)")
+    return config, steps
+
+
+def summarize_run(path, nodes, gpus, skip, average):
+    config, steps = read_log(path)
+    window = [s for s in steps if skip < s["step"] <= skip + average]
+    if not window:
+        raise LogError(f"{path}: {len(steps)} step lines, the last is step {steps[-1]['step']}: "
+                       f"nothing left after --skip {skip} (run more --steps or pass a smaller --skip)")
+    devices = nodes * gpus
+    if config and config.get("world_size") not in (None, devices):
+        print(f"warning: {path}: world_size {config['world_size']} but the directory says {devices} devices",
+              file=sys.stderr)
+        devices = config["world_size"]
+    seconds = [s["ms"] / 1e3 for s in window]
+    time = statistics.fmean(seconds)
+    if config and "global_batch" in config:
+        samples = config["global_batch"] * len(window)
+    else:
+        samples = sum(s["samples_per_s"] * t for s, t in zip(window, seconds))
+    run = {"log": path, "steps_logged": len(steps), "steps_averaged": len(window),
+           "first_step": window[0]["step"], "last_step": window[-1]["step"],
+           "ms_per_iter": time * 1e3, "samples_per_s": samples / sum(seconds),
+           "tflops_palm": statistics.fmean(s["tflops"] for s in window),
+           "device_mb": max((s.get("device_mb", 0.0) for s in steps), default=0.0),
+           "host_mb": max((s.get("host_mb", 0.0) for s in steps), default=0.0), "tflops_seed": None}
+    if config and all(k in config for k in ("parameters", "seq_len", "global_batch")):
+        factor = 4 if config.get("recompute") else 3
+        run["tflops_seed"] = (config["parameters"] * factor * 2 * config["seq_len"] * config["global_batch"]
+                              / (time * devices) / 1e12)
+    return config, run
+
+
+def find_cases(logdir):
+    """{group: {(nodes, gpus): [run log paths]}}, group = the case directories' parent relative to logdir."""
+    groups = {}
+    for parent, dirs, files in os.walk(logdir):
+        dirs.sort()
+        m = CASE_DIR.match(os.path.basename(parent))
+        logs = sorted((f for f in files if RUN_LOG.match(f)), key=lambda f: int(RUN_LOG.match(f).group(1)))
+        if not m or not logs:
+            continue
+        group = os.path.relpath(os.path.dirname(parent), logdir)
+        key = (int(m.group(1)), int(m.group(2)))
+        groups.setdefault(group, {})[key] = [os.path.join(parent, f) for f in logs]
+    return groups
+
+
+def summarize_group(name, cases, skip, average):
+    out_cases, config = [], None
+    for (nodes, gpus), paths in sorted(cases.items()):
+        runs = []
+        for path in paths:
+            cfg, run = summarize_run(path, nodes, gpus, skip, average)
+            config = config or cfg
+            runs.append(run)
+        rates = [r["samples_per_s"] for r in runs]
+        seed = [r["tflops_seed"] for r in runs if r["tflops_seed"] is not None]
+        out_cases.append({
+            "case": f"{nodes}n{gpus}g", "nodes": nodes, "gpus_per_node": gpus, "devices": nodes * gpus,
+            "runs": len(runs), "samples_per_s_mean": statistics.fmean(rates),
+            "samples_per_s_median": statistics.median(rates), "samples_per_s_runs": rates,
+            "ms_per_iter_median": statistics.median(r["ms_per_iter"] for r in runs),
+            "tflops_seed": statistics.fmean(seed) if seed else None,
+            "tflops_palm": statistics.fmean(r["tflops_palm"] for r in runs),
+            "device_mb": max(r["device_mb"] for r in runs), "host_mb": max(r["host_mb"] for r in runs),
+            "run_details": runs})
+    base = next((c for c in out_cases if c["case"] == "1n1g"), None)
+    for c in out_cases:
+        c["speedup"] = c["samples_per_s_median"] / base["samples_per_s_median"] if base else None
+        c["scaling_efficiency"] = c["speedup"] / c["devices"] if base else None
+    return {"name": name, "config": config, "cases": out_cases}
+
+
+def fmt(x, digits):
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def table(group, skip, average):
+    cfg = group["config"] or {}
+    name = group["name"]
+    title = " · ".join(str(x) for x in (
+        f"{cfg.get('kind', '?')} {cfg.get('model', '?')}" if cfg else name,
+        f"batch {cfg['batch_size']} per device" if "batch_size" in cfg else None,
+        f"grad accum {cfg['grad_accum']}" if cfg.get("grad_accum", 1) != 1 else None,
+        cfg.get("precision"), f"seq {cfg['seq_len']}" if "seq_len" in cfg else None,
+        "recompute" if cfg.get("recompute") else None, f"ZeRO-{cfg['zero']}" if cfg.get("zero") else None,
+        cfg.get("device")) if x)
+    runs = [r for c in group["cases"] for r in c["run_details"]]
+    first, last = min(r["first_step"] for r in runs), max(r["last_step"] for r in runs)
+    where = "" if name == "." else f"`{name}`: "
+    lines = [f"### {title}", "", f"{where}steps {first}–{last} of each run averaged (--skip {skip} --average {average}); "
+             "median and mean over runs; speedup against the 1n1g median.", "",
+             "| node num | gpu num/node | samples/s (median) | samples/s (mean) | speedup | "
+             "TFLOPs/device (seed formula) | TFLOPs/device (PaLM) | memory device / host (MB) | runs |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in group["cases"]:
+        lines.append(f"| {c['nodes']} | {c['gpus_per_node']} | {c['samples_per_s_median']:.2f} | "
+                     f"{c['samples_per_s_mean']:.2f} | {fmt(c['speedup'], 2)} | {fmt(c['tflops_seed'], 4)} | "
+                     f"{c['tflops_palm']:.4f} | {c['device_mb']:.1f} / {c['host_mb']:.1f} | {c['runs']} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_atomic(path, text):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="See the top of this file for the formulas.")
+    ap.add_argument("logdir", help="directory with <N>n<G>g/run<k>.log (at any depth)")
+    ap.add_argument("--skip", type=int, default=20, help="warm-up iterations left out of each run (default 20)")
+    ap.add_argument("--average", type=int, default=100, help="iterations averaged after them (default 100)")
+    ap.add_argument("-o", "--out-dir", help="where result.json and table.md go (default LOGDIR)")
+    ap.add_argument("-q", "--quiet", action="store_true", help="do not print the table")
+    args = ap.parse_args(argv)
+    if args.skip < 0 or args.average < 1:
+        ap.error("--skip must be >= 0 and --average >= 1")
+    try:
+        if not os.path.isdir(args.logdir):
+            raise LogError(f"{args.logdir}: no such log directory")
+        groups = find_cases(args.logdir)
+        if not groups:
+            raise LogError(f"{args.logdir}: no <N>n<G>g/run<k>.log files under it (run scripts/run_single_node.sh first)")
+        result = {"logdir": os.path.abspath(args.logdir), "skip": args.skip, "average": args.average,
+                  "groups": [summarize_group(name, cases, args.skip, args.average)
+                             for name, cases in sorted(groups.items())]}
+    except (LogError, OSError) as e:
+        print(f"extract_logs.py: {e}", file=sys.stderr)
+        return 1
+    out = args.out_dir or args.logdir
+    os.makedirs(out, exist_ok=True)
+    md = "\n".join(table(g, args.skip, args.average) for g in result["groups"])
+    write_atomic(os.path.join(out, "result.json"), json.dumps(result, indent=1) + "\n")
+    write_atomic(os.path.join(out, "table.md"), md)
+    if not args.quiet:
+        print(md, end="")
+        print(f"wrote {os.path.join(out, 'result.json')} and {os.path.join(out, 'table.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
