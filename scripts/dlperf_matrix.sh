@@ -175,4 +175,4 @@ for c in "${case_list[@]}"; do
     fi
   done
 done
-echo "logs in $out/ (scripts/extract_logs.py $out)"
+[[ $dry_run == 1 ]] || echo "logs in $out/ (scripts/extract_logs.py $out)"
