@@ -10,13 +10,19 @@ namespace pretrain::reference {
 
 using Vec = std::vector<double>;
 
+// Mean and (biased) variance of a row.
+inline void moments(const Vec& x, double& m, double& v) {
+  m = v = 0;
+  for (double e : x) m += e;
+  m /= double(x.size());
+  for (double e : x) v += (e - m) * (e - m);
+  v /= double(x.size());
+}
+
 inline Vec layernorm(const Vec& x, const Vec& w, const Vec& b, double eps) {
   const size_t C = x.size();
-  double m = 0, v = 0;
-  for (double e : x) m += e;
-  m /= double(C);
-  for (double e : x) v += (e - m) * (e - m);
-  v /= double(C);
+  double m, v;
+  moments(x, m, v);
   Vec out(C);
   for (size_t c = 0; c < C; ++c) out[c] = (x[c] - m) / std::sqrt(v + eps) * w[c] + b[c];
   return out;
@@ -25,11 +31,8 @@ inline Vec layernorm(const Vec& x, const Vec& w, const Vec& b, double eps) {
 // Gradient of Σ dout · layernorm(x) with respect to x, w and b, by the chain rule written out.
 inline void layernorm_backward(const Vec& x, const Vec& w, double eps, const Vec& dout, Vec& dx, Vec& dw, Vec& db) {
   const size_t C = x.size();
-  double m = 0, v = 0;
-  for (double e : x) m += e;
-  m /= double(C);
-  for (double e : x) v += (e - m) * (e - m);
-  v /= double(C);
+  double m, v;
+  moments(x, m, v);
   const double s = 1 / std::sqrt(v + eps);
   dx.assign(C, 0), dw.assign(C, 0), db.assign(C, 0);
   for (size_t c = 0; c < C; ++c) {

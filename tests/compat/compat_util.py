@@ -56,3 +56,21 @@ def require_venv_modules(*modules):
         # Compare prefixes, not executables: the venv's python is a symlink to /usr/bin/python3.
         os.execv(venv_python, [venv_python] + sys.argv)
     skip(f"python modules {', '.join(modules)} not installed (run scripts/setup_deps.sh)")
+
+
+def sample_shards(tmp, docs=None, bert_dupe=5):
+    """BERT and GPT shards from the bundled sample (or `docs`), as scripts/demo.sh makes them: a
+    WordPiece vocabulary (1000) → BERT HDF5 (seq 64, 10 predictions, 2 shards); a SentencePiece
+    model (100) → GPT Megatron .bin/.idx. Returns {"bert": dir, "gpt": dir}."""
+    docs = docs or os.path.join(os.environ["PRETRAIN_SOURCE_DIR"], "tests", "data", "sample-docs.jsonl")
+    wordpiece, spm = os.path.join(tmp, "wordpiece"), os.path.join(tmp, "spm")
+    run(tool("train-tokenizer"), "-q", "--kind", "wordpiece", "--vocab-size", 1000, "-o", wordpiece, docs)
+    run(tool("train-tokenizer"), "-q", "--kind", "sentencepiece", "--vocab-size", 100, "--character-coverage", 1.0,
+        "-o", spm, docs)
+    out = {"bert": os.path.join(tmp, "bert"), "gpt": os.path.join(tmp, "gpt")}
+    run(tool("make-pretraining-shards"), "-q", "--model", "bert", "-i", docs, "--tokenizer",
+        os.path.join(wordpiece, "vocab.txt"), "-o", out["bert"], "--seq-len", 64, "--max-predictions", 10,
+        "--dupe-factor", bert_dupe, "--num-shards", 2)
+    run(tool("make-pretraining-shards"), "-q", "--model", "gpt", "-i", docs, "--tokenizer",
+        os.path.join(spm, "spm.model"), "-o", out["gpt"])
+    return out

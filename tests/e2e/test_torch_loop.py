@@ -16,19 +16,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import compat_util as cu  # noqa: E402
 
 SRC = os.environ["PRETRAIN_SOURCE_DIR"]
-SAMPLE = os.path.join(SRC, "tests", "data", "sample-docs.jsonl")
 EXAMPLE = os.path.join(SRC, "scripts", "examples", "torch_loop.py")
 
 
 def fail(message):
     print(f"FAIL: {message}")
     sys.exit(1)
-
-
-def tool(*args):
-    r = subprocess.run([cu.tool(args[0]), *map(str, args[1:])], capture_output=True, text=True)
-    if r.returncode != 0:
-        fail(f"{' '.join(map(str, args))}: exit {r.returncode}\n{r.stdout}{r.stderr}")
 
 
 def train(model, shards, *extra, steps=60, factor=0.8):
@@ -61,16 +54,8 @@ def main():
             not any(f.startswith("pretrain_loader") for f in os.listdir(os.path.join(cu.build_dir(), "python"))):
         cu.skip(f"the pretrain_loader module is not built in {cu.build_dir()}/python")
     with cu.tempdir() as tmp:
-        wordpiece, spm = os.path.join(tmp, "wordpiece"), os.path.join(tmp, "spm")
-        tool("train-tokenizer", "--quiet", "--kind", "wordpiece", "--vocab-size", 1000, "-o", wordpiece, SAMPLE)
-        tool("train-tokenizer", "--quiet", "--kind", "sentencepiece", "--vocab-size", 100, "--character-coverage", 1.0,
-             "-o", spm, SAMPLE)
-        bert, gpt = os.path.join(tmp, "bert"), os.path.join(tmp, "gpt")
-        tool("make-pretraining-shards", "-q", "--model", "bert", "-i", SAMPLE, "--tokenizer",
-             os.path.join(wordpiece, "vocab.txt"), "-o", bert, "--seq-len", 64, "--max-predictions", 10,
-             "--dupe-factor", 5, "--num-shards", 2)
-        tool("make-pretraining-shards", "-q", "--model", "gpt", "-i", SAMPLE, "--tokenizer",
-             os.path.join(spm, "spm.model"), "-o", gpt)
+        shards = cu.sample_shards(tmp)
+        bert, gpt = shards["bert"], shards["gpt"]
         train("bert", bert, "--batch-size", 8)
         # New masks every epoch: the targets move, so the loss falls more slowly.
         train("bert", bert, "--batch-size", 8, "--dynamic-masking", "--resume-at", 20, steps=60, factor=0.9)

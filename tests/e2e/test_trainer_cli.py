@@ -21,7 +21,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import compat_util as cu  # noqa: E402
 
 SRC = os.environ["PRETRAIN_SOURCE_DIR"]
-SAMPLE = os.path.join(SRC, "tests", "data", "sample-docs.jsonl")
 failures = []
 
 
@@ -61,16 +60,8 @@ def main():
         os.environ["PRETRAIN_IN_VENV"] = "1"
         os.execv(venv, [venv] + sys.argv)
     with cu.tempdir() as tmp:
-        wordpiece, spm = os.path.join(tmp, "wordpiece"), os.path.join(tmp, "spm")
-        tool("train-tokenizer", "--quiet", "--kind", "wordpiece", "--vocab-size", 1000, "-o", wordpiece, SAMPLE)
-        tool("train-tokenizer", "--quiet", "--kind", "sentencepiece", "--vocab-size", 100, "--character-coverage", 1.0,
-             "-o", spm, SAMPLE)
-        bert, gpt = os.path.join(tmp, "bert"), os.path.join(tmp, "gpt")
-        tool("make-pretraining-shards", "-q", "--model", "bert", "-i", SAMPLE, "--tokenizer",
-             os.path.join(wordpiece, "vocab.txt"), "-o", bert, "--seq-len", 64, "--max-predictions", 10,
-             "--dupe-factor", 5, "--num-shards", 2)
-        tool("make-pretraining-shards", "-q", "--model", "gpt", "-i", SAMPLE, "--tokenizer",
-             os.path.join(spm, "spm.model"), "-o", gpt)
+        shards = cu.sample_shards(tmp)
+        bert, gpt = shards["bert"], shards["gpt"]
 
         # An uninterrupted BERT run, logging every 5 steps, with an export.
         export = os.path.join(tmp, "bert.safetensors")

@@ -113,16 +113,7 @@ def main():
             for k in range(8):
                 for d in lines:
                     f.write(json.dumps(dict(d, id=f"{d['id']}-{k}")) + "\n")
-        wordpiece, spm = os.path.join(tmp, "wordpiece"), os.path.join(tmp, "spm")
-        run([cu.tool("train-tokenizer"), "-q", "--kind", "wordpiece", "--vocab-size", 1000, "-o", wordpiece, SAMPLE])
-        run([cu.tool("train-tokenizer"), "-q", "--kind", "sentencepiece", "--vocab-size", 100,
-             "--character-coverage", 1.0, "-o", spm, SAMPLE])
-        shards = {"bert": os.path.join(tmp, "bert"), "gpt": os.path.join(tmp, "gpt")}
-        run([cu.tool("make-pretraining-shards"), "-q", "--model", "bert", "-i", docs, "--tokenizer",
-             os.path.join(wordpiece, "vocab.txt"), "-o", shards["bert"], "--seq-len", 64, "--max-predictions", 10,
-             "--dupe-factor", 2, "--num-shards", 2])
-        run([cu.tool("make-pretraining-shards"), "-q", "--model", "gpt", "-i", docs, "--tokenizer",
-             os.path.join(spm, "spm.model"), "-o", shards["gpt"]])
+        shards = cu.sample_shards(tmp, docs, bert_dupe=2)
 
         for kind in ("bert", "gpt"):
             ref = train(kind, shards[kind], tmp, f"{kind}-1", 1, 8, 50, "--export", os.path.join(tmp, f"{kind}-1.st"))
