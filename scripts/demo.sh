@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
-# The whole flow that exists so far, on the bundled sample (tests/data/), in one command.
-# Installs what is missing, builds, runs each stage, and prints where the outputs are.
-#   scripts/demo.sh [--out DIR]
+# The whole flow on the bundled sample (tests/data/), in one command: a MediaWiki dump → wikiprep →
+# train-tokenizer → make-pretraining-shards → the loader (PyTorch examples) → bert_pretrain under
+# mpirun (data parallel, ZeRO-1) and gpt_pretrain → the DLPerf matrix (1 and --np ranks) →
+# extract_logs.py's table → plot_throughput.py's plot. Installs what is missing, builds, prints
+# where everything is.
+#   scripts/demo.sh [--out DIR] [--dump PATH] [--model bert|gpt] [--device cpu|cuda] [--np N]
+# --dump: another MediaWiki dump (.xml, .xml.bz2); --model: which model the matrix trains;
+# --device/--np: where and on how many ranks it trains (default: 2 CPU ranks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 out=$root/demo-out
+dump=tests/data/sample-dump.xml
+model=bert device=cpu np=2
 while [[ $# -gt 0 ]]; do
   case $1 in
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,4p' "$0"; exit 0 ;;
+    --dump) dump=$2; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
+    --np) np=$2; shift 2 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+[[ $model == bert || $model == gpt ]] || { echo "--model: bert or gpt, not '$model'" >&2; exit 2; }
+[[ -f $dump ]] || { echo "--dump: no such file '$dump'" >&2; exit 2; }
+[[ $np =~ ^[1-9][0-9]*$ ]] || { echo "--np: a positive number, not '$np'" >&2; exit 2; }
 step() { printf '\n== %s\n' "$*"; }
 
 step "dependencies"
@@ -25,10 +39,10 @@ bin=$root/build
 
 rm -rf "$out"
 mkdir -p "$out"
-step "wikiprep: tests/data/sample-dump.xml -> $out/docs (clean documents, zstd JSON Lines + manifest)"
-"$bin/datagen/wikiprep" tests/data/sample-dump.xml -o "$out/docs"
+step "wikiprep: $dump -> $out/docs (clean documents, zstd JSON Lines + manifest)"
+"$bin/datagen/wikiprep" "$dump" -o "$out/docs"
 step "wikiprep --format sentences: the same dump in Google BERT's input format"
-"$bin/datagen/wikiprep" -q tests/data/sample-dump.xml -o "$out/sentences" --format sentences
+"$bin/datagen/wikiprep" -q "$dump" -o "$out/sentences" --format sentences
 head -n 8 "$out/sentences/sentences-00000.txt"
 step "verify the document shards against their manifest"
 "$bin/formats/shard-tool" verify "$out/docs"
@@ -71,6 +85,17 @@ step "gpt_pretrain: GPT-2 tiny on the CPU from the Megatron shards"
 "$bin/trainer/gpt_pretrain" --data "$out/gpt" --model tiny --seq-len 64 --batch-size 8 --max-steps 40 --lr 3e-3 \
   --warmup 5 --log-interval 10 --log-dir "$out/gpt-logs" --threads "$(nproc)"
 
+step "the DLPerf matrix: $model tiny on 1 and $np $device rank(s), 40 steps each (scripts/run_single_node.sh)"
+seq_args=()
+[[ $model == gpt ]] && seq_args=(--seq-len 64)
+scripts/run_single_node.sh --data "$out/$model" --model "$model" --model-size tiny --batch-size 8 --device "$device" \
+  --gpus-per-node "$np" --runs 1 --steps 40 --log-root "$out/logs" --build-dir "$bin" -- --lr 2e-3 --warmup 5 \
+  "${seq_args[@]}"
+step "extract_logs.py: skip 10 iterations, average the rest, speedup against 1n1g"
+/usr/bin/python3 scripts/extract_logs.py "$out/logs" --skip 10
+step "plot_throughput.py"
+/usr/bin/python3 scripts/plot_throughput.py "$out/logs" -o "$out/logs/throughput.png"
+
 step "done"
 echo "outputs:"
 echo "  documents:       $out/docs/ (manifest: $out/docs/manifest.json)"
@@ -81,4 +106,4 @@ echo "  GPT shards:      $out/gpt/ (statistics: $out/gpt-stats.json)"
 echo "  loader + torch:  $out/torch-bert.log, $out/torch-gpt.log (loss per step through pretrain_loader)"
 echo "  trainers:        $out/bert-logs/metrics.jsonl, $out/gpt-logs/metrics.jsonl (one JSON object per step),"
 echo "                   $out/bert-ckpt/ (checkpoints), $out/bert-tiny.safetensors (HF BertForPreTraining names)"
-echo "next stages (mpirun data parallel, DLPerf tables and plots) join this demo as they land; see README.md"
+echo "  DLPerf matrix:   $out/logs/ (run logs), $out/logs/table.md, $out/logs/result.json, $out/logs/throughput.png"
