@@ -16,6 +16,7 @@
 #include "loader/loader.h"
 #include "trainer/checkpoint.h"
 #include "trainer/communicator.h"
+#include "trainer/nccl.h"
 #include "trainer/metrics.h"
 
 namespace pretrain {
@@ -101,15 +102,12 @@ ModelConfig make_config(const TrainOptions& o, const Loader& loader) {
   return c;
 }
 
-// Sums every rank's gradients into every rank's (CUDA: through host memory over MPI until the NCCL
-// communicator lands).
-void all_reduce_gradients(const Communicator& comm, Model& model) {
+// Sums every rank's gradients into every rank's: NCCL on the device's stream for CUDA tensors,
+// MPI for CPU ones.
+void all_reduce_gradients(const Communicator& comm, DeviceCommunicator* nccl, Model& model) {
   const int64_t n = model.num_parameters();
-  if (!model.device().cuda) return comm.all_reduce_sum(model.grads(), n);
-  std::vector<float> host(static_cast<size_t>(n));
-  copy_to_host(model.device(), host.data(), model.grads(), host.size() * sizeof(float));
-  comm.all_reduce_sum(host.data(), n);
-  copy_to_device(model.device(), model.grads(), host.data(), host.size() * sizeof(float));
+  if (nccl) return nccl->all_reduce_sum(model.grads(), n);
+  comm.all_reduce_sum(model.grads(), n);
 }
 
 // ZeRO-1: each rank receives the sum of its shard of the gradients only (half the traffic of an
@@ -202,6 +200,10 @@ int run_training(TrainOptions o) {
   Model model(config, device);
   model.set_recompute(o.recompute);
   Optimizer optimizer(o.optimizer, model, &comm, o.zero == 1);
+  // CUDA tensors reduce over NCCL (ZeRO-1's reduce-scatter and all-gather still go through host
+  // memory over MPI: NCCL's need equal blocks, ours differ by one element).
+  std::unique_ptr<DeviceCommunicator> nccl;
+  if (device.cuda && comm.distributed()) nccl = DeviceCommunicator::create(comm, device);
   if (!o.init_from.empty()) import_weights(model, read_safetensors(o.init_from), o.init_from);
   else model.init_weights(o.seed);
 
@@ -317,7 +319,7 @@ int run_training(TrainOptions o) {
       if (optimizer.sharded())
         reduce_scatter_gradients(comm, model, optimizer);
       else
-        all_reduce_gradients(comm, model);
+        all_reduce_gradients(comm, nccl.get(), model);
       double shares[3] = {sum.total, sum.mlm, sum.nsp};
       comm.all_reduce_sum(shares, 3);
       sum.total = shares[0], sum.mlm = shares[1], sum.nsp = shares[2];

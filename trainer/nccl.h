@@ -1,0 +1,23 @@
+// The communicator for CUDA tensors (DESIGN.md: NCCL for CUDA tensors, its unique id broadcast
+// over MPI). One per process and device, over the same ranks as a Communicator; operations run on
+// the device's stream. Only a CUDA build has it (trainer/nccl_cuda.cu); elsewhere create() says so.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "trainer/backend.h"
+#include "trainer/communicator.h"
+
+namespace pretrain {
+
+class DeviceCommunicator {
+ public:
+  virtual ~DeviceCommunicator() = default;
+  // In place on the device: data = Σ over ranks, on device.stream.
+  virtual void all_reduce_sum(float* data, int64_t n) = 0;
+
+  // NCCL over comm's ranks, on device (which must be CUDA). Throws Error without NCCL.
+  static std::unique_ptr<DeviceCommunicator> create(const Communicator& comm, const Device& device);
+};
+
+}  // namespace pretrain
