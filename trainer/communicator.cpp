@@ -43,8 +43,10 @@ Communicator::Communicator() {
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
-    // Only the training thread calls MPI (the loader's threads never do).
-    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "init");
+    // One thread at a time calls MPI: the training thread, or the gradient reducer's thread while
+    // the training thread waits for it (the loader's threads never do).
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "init");
+    if (provided < MPI_THREAD_SERIALIZED) throw Error("this MPI does not offer MPI_THREAD_SERIALIZED");
     std::atexit([] {
       int finalized = 0;
       MPI_Finalized(&finalized);

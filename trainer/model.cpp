@@ -263,7 +263,13 @@ Model::Model(const ModelConfig& config, const Device& device) : config_(config),
     };
     plan_->lw.push_back(pick([&](const std::string& s) { return w(s); }));
     plan_->lg.push_back(pick([&](const std::string& s) { return g(s); }));
+    // Both layouts put a layer's tensors together, the qkv weight (BERT: query) first.
+    layer_begin_.push_back(param(n.qkv_w).offset);
+    if (config_.kind == ModelKind::gpt) layer_begin_.back() = param(n.ln1_w).offset;
   }
+  const LayerNames last = layer_names(config_.kind, int(config_.layers) - 1);
+  layer_begin_.push_back(param(last.ln2_b).offset + param(last.ln2_b).numel);
+  if (config_.kind == ModelKind::gpt) layer_begin_.back() = param(last.fcproj_b).offset + param(last.fcproj_b).numel;
 }
 
 Model::~Model() = default;
@@ -529,10 +535,15 @@ Losses Model::gpt_step(const ModelInputs& in, bool backward, float loss_scale, u
   gemm(device_, false, false, N, C, V, 1.0f, p.logits, V, wte, C, 0.0f, p.d_b, C);
   layernorm_backward(device_, p.dx, false, g("transformer.ln_f.weight"), g("transformer.ln_f.bias"), p.d_b, xL, lnf_w,
                      p.lnf_mean, p.lnf_rstd, N, C);
-  for (int l = int(L) - 1; l >= 0; --l) backward_layer(l, in, key, p.dx, p.dx);
+  notify(layer_begin_.back(), num_params_);  // ln_f
+  for (int l = int(L) - 1; l >= 0; --l) {
+    backward_layer(l, in, key, p.dx, p.dx);
+    notify(layer_begin_[size_t(l)], layer_begin_[size_t(l) + 1]);
+  }
   dropout(device_, p.dx, N * C, k_embed, config_.hidden_dropout);
   launch(device_, column_blocks(C), EmbedBackward{g("transformer.wte.weight"), g("transformer.wpe.weight"), nullptr,
                                                   p.dx, in.ids, nullptr, N, T, C});
+  notify(0, layer_begin_[0]);  // wte (with the LM head's share) and wpe
   return out;
 }
 
@@ -607,13 +618,18 @@ Losses Model::bert_step(const ModelInputs& in, bool backward, float loss_scale, 
   linear_backward(device_, p.d_cls, false, g("bert.pooler.dense.weight"), g("bert.pooler.dense.bias"), p.d_pool,
                   p.cls_h, w("bert.pooler.dense.weight"), B, C, C);
   launch(device_, B, ScatterAddRows{p.dx, p.d_cls, p.cls_rows, nullptr, C});
+  notify(layer_begin_.back(), num_params_);  // pooler, MLM transform and bias, NSP
 
-  for (int l = int(L) - 1; l >= 0; --l) backward_layer(l, in, key, p.dx, p.dx);
+  for (int l = int(L) - 1; l >= 0; --l) {
+    backward_layer(l, in, key, p.dx, p.dx);
+    notify(layer_begin_[size_t(l)], layer_begin_[size_t(l) + 1]);
+  }
   dropout(device_, p.dx, N * C, k_embed, config_.hidden_dropout);
   layernorm_backward(device_, p.d_a, false, g(e + "LayerNorm.weight"), g(e + "LayerNorm.bias"), p.dx, p.emb, emb_ln_w,
                      p.emb_mean, p.emb_rstd, N, C);
   launch(device_, column_blocks(C), EmbedBackward{dwte, g(e + "position_embeddings.weight"),
                                                   g(e + "token_type_embeddings.weight"), p.d_a, in.ids, in.types, N, T, C});
+  notify(0, layer_begin_[0]);  // the embeddings (word embeddings with the decoder's share)
   return out;
 }
 

@@ -8,6 +8,7 @@
 // GPT-2 (HF's GPT2LMHeadModel after transposing its Conv1D weights).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -101,6 +102,13 @@ class Model {
   // The kept logits of the last step: GPT [B·T, V]; BERT MLM [B·P, V] then NSP [B, 2].
   std::vector<float> logits() const;
 
+  // Called during the backward pass with each range [begin, end) of the parameter arena whose
+  // gradients are final, from the arena's end to its start: the heads, the layers from the last,
+  // the embeddings. Data parallel uses it to reduce buckets while the backward pass goes on. Empty:
+  // not called (earlier micro-batches of an accumulating step).
+  using GradsReady = std::function<void(int64_t begin, int64_t end)>;
+  void set_grads_ready(GradsReady f) { grads_ready_ = std::move(f); }
+
   // --recompute: the GELU outputs are not kept but recomputed in the backward pass.
   void set_recompute(bool on) { recompute_ = on; }
   size_t activation_bytes() const;  // of the current plan (after the first step)
@@ -125,6 +133,11 @@ class Model {
   DeviceBuffer<float> weights_, grads_;
   std::unique_ptr<Plan> plan_;
   bool recompute_ = false;
+  GradsReady grads_ready_;
+  std::vector<int64_t> layer_begin_;  // arena offset of each layer's first parameter, then the heads'
+  void notify(int64_t begin, int64_t end) const {
+    if (grads_ready_ && end > begin) grads_ready_(begin, end);
+  }
 };
 
 // FLOPs of one training step (forward + backward) on one sample, PaLM's appendix B count:

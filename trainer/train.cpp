@@ -17,6 +17,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/communicator.h"
 #include "trainer/nccl.h"
+#include "trainer/reducer.h"
 #include "trainer/metrics.h"
 
 namespace pretrain {
@@ -65,6 +66,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--seed", o.seed, "weights, dropout and data order")->capture_default_str();
   app.add_flag("--recompute", o.recompute, "recompute GELU outputs in the backward pass (less activation memory)");
   if (bert) app.add_flag("--dynamic-masking", o.dynamic_masking, "mask anew each epoch (LDDL style) in the loader");
+  app.add_option("--bucket-mb", o.bucket_mb,
+                 "data parallel: gradients reduced in buckets of this size while the backward pass runs "
+                 "(0: one all-reduce after it)")
+      ->capture_default_str();
   app.add_option("--zero", o.zero, "1: ZeRO stage 1, optimizer state sharded over the data-parallel ranks")
       ->check(CLI::IsMember({0, 1}))->capture_default_str();
   app.add_option("--workers", o.workers, "loader threads")->capture_default_str();
@@ -204,6 +209,10 @@ int run_training(TrainOptions o) {
   // memory over MPI: NCCL's need equal blocks, ours differ by one element).
   std::unique_ptr<DeviceCommunicator> nccl;
   if (device.cuda && comm.distributed()) nccl = DeviceCommunicator::create(comm, device);
+  // Buckets reduced while the backward pass runs (not under ZeRO-1, which reduce-scatters after it).
+  std::unique_ptr<GradientReducer> reducer;
+  if (comm.distributed() && !optimizer.sharded() && o.bucket_mb > 0)
+    reducer = std::make_unique<GradientReducer>(comm, nccl.get(), model, int64_t(o.bucket_mb * 1e6 / sizeof(float)));
   if (!o.init_from.empty()) import_weights(model, read_safetensors(o.init_from), o.init_from);
   else model.init_weights(o.seed);
 
@@ -308,7 +317,10 @@ int run_training(TrainOptions o) {
       ModelInputs in = inputs_of(batches[size_t(micro)], o.kind);
       in.lm_denominator = double(counts[0]);
       in.nsp_denominator = double(counts[1]);
+      // The last micro-batch's backward pass hands its finished gradients to the reducer.
+      if (reducer && micro == o.grad_accum - 1) model.set_grads_ready([&](int64_t b, int64_t e) { reducer->ready(b, e); });
       const Losses l = model.step(in, true, float(scaler.scale), key | 1);
+      model.set_grads_ready(nullptr);
       sum.total += l.total, sum.mlm += l.mlm, sum.nsp += l.nsp;
       batches[size_t(micro)].release();
     }
@@ -318,6 +330,8 @@ int run_training(TrainOptions o) {
     if (comm.distributed()) {
       if (optimizer.sharded())
         reduce_scatter_gradients(comm, model, optimizer);
+      else if (reducer)
+        reducer->finish();
       else
         all_reduce_gradients(comm, nccl.get(), model);
       double shares[3] = {sum.total, sum.mlm, sum.nsp};

@@ -36,6 +36,7 @@ struct TrainOptions {
   uint64_t seed = 1234;
   bool recompute = false;
   int zero = 0;  // 1: ZeRO stage 1
+  double bucket_mb = 25;  // data parallel: gradient bucket size (0: one all-reduce after backward)
   bool dynamic_masking = false;
   int workers = 2;
   double peak_tflops = 0;  // for MFU; 0: the GPU table, or a measured sgemm rate on CPU

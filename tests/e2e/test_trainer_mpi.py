@@ -3,6 +3,8 @@ On shards made from the bundled sample, BERT tiny and GPT tiny, dropout off:
   * 50 steps with 1 rank × global batch 8, 2 ranks × 4 and 4 ranks × 2: the same losses (relative
     1e-5) and the same final weights (1e-4 of each tensor's largest magnitude), all but the
     attention key bias, whose exact gradient is 0 (see without_key_bias);
+  * gradients reduced in 0.05 MB buckets while the backward pass runs give bitwise the losses of
+    one all-reduce after it;
   * gradient accumulation: 4 micro-batches of 2 equal one batch of 8 (inside one epoch: with
     another batch size the loader's epoch tail is another);
   * --zero 1 (ZeRO-1) against --zero 0 at 2 ranks: the same losses, less device memory;
@@ -126,6 +128,15 @@ def main():
             one = train(kind, shards[kind], tmp, f"{kind}-one", 1, 8, 10)
             acc = train(kind, shards[kind], tmp, f"{kind}-acc", 1, 2, 10, "--grad-accum", 4)
             close_losses(f"{kind}: 4 micro-batches × 2 against one batch of 8", acc, one)
+
+        # Gradients reduced in small buckets while the backward pass runs: the same bits as one
+        # all-reduce after it (each element is still the sum of the same two values).
+        whole = train("gpt", shards["gpt"], tmp, "bucket-0", 2, 4, 10, "--bucket-mb", 0)
+        buckets = train("gpt", shards["gpt"], tmp, "bucket-small", 2, 4, 10, "--bucket-mb", 0.05)
+        if [m["loss"] for m in whole] != [m["loss"] for m in buckets]:
+            fail("--bucket-mb 0.05 (overlapped buckets) changed the losses of --bucket-mb 0")
+        else:
+            print("gpt: losses with 0.05 MB buckets during the backward pass are bitwise those of one all-reduce")
 
         # ZeRO-1 at 2 ranks: the same losses (AdamW for GPT, LAMB for BERT, whose trust ratios add
         # the shards' norms), less optimizer memory per device.

@@ -188,6 +188,27 @@ TEST_P(ModelTest, AnOverflowedStepChangesNothing) {
   EXPECT_LT(applied.grad_norm, 100.0) << "the norm is of the unscaled gradients";
 }
 
+// Data parallel reduces each range the backward pass hands over while it goes on: the ranges must
+// cover the arena exactly once, from its end down, and hold their final gradients when handed over.
+TEST_P(ModelTest, GradsReadyRangesTileTheArenaWithFinalGradients) {
+  Model model(tiny(GetParam()), kCpu);
+  model.init_weights(10);
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  std::vector<float> seen(static_cast<size_t>(model.num_parameters()), NAN);
+  model.set_grads_ready([&](int64_t b, int64_t e) {
+    ranges.emplace_back(b, e);
+    std::copy(model.grads() + b, model.grads() + e, seen.begin() + b);
+  });
+  const Data data(8);
+  model.zero_grads();
+  model.step(data.inputs(GetParam()), true, 1.0f, 0);
+  ASSERT_EQ(ranges.size(), size_t(tiny(GetParam()).layers + 2));  // heads, each layer, embeddings
+  EXPECT_EQ(ranges.front().second, model.num_parameters());
+  EXPECT_EQ(ranges.back().first, 0);
+  for (size_t i = 1; i < ranges.size(); ++i) EXPECT_EQ(ranges[i].second, ranges[i - 1].first) << "range " << i;
+  EXPECT_TRUE(std::equal(seen.begin(), seen.end(), model.grads())) << "a gradient changed after it was handed over";
+}
+
 TEST(LossScaler, HalvesOnOverflowAndGrowsAfterAnInterval) {
   LossScaler s;
   s.interval = 3;
