@@ -13,8 +13,12 @@ namespace pretrain {
 class DeviceCommunicator {
  public:
   virtual ~DeviceCommunicator() = default;
-  // In place on the device: data = Σ over ranks, on device.stream.
+  // In place on the device: data = Σ over ranks. It runs on the communicator's own stream after
+  // what the device's stream has queued so far (an event), so the backward kernels queued after
+  // it overlap with the reduction.
   virtual void all_reduce_sum(float* data, int64_t n) = 0;
+  // The device's stream waits for every reduction queued so far (an event; the host does not wait).
+  virtual void join() = 0;
 
   // NCCL over comm's ranks, on device (which must be CUDA). Throws Error without NCCL.
   static std::unique_ptr<DeviceCommunicator> create(const Communicator& comm, const Device& device);

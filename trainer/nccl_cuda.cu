@@ -13,24 +13,39 @@ void check(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) throw Error(cat("NCCL ", what, ": ", ncclGetErrorString(r)));
 }
 
+void check(cudaError_t r, const char* what) {
+  if (r != cudaSuccess) throw Error(cat("CUDA ", what, ": ", cudaGetErrorString(r)));
+}
+
 class Nccl final : public DeviceCommunicator {
  public:
-  Nccl(const Communicator& comm, const Device& device) : stream_(static_cast<cudaStream_t>(device.stream)) {
+  Nccl(const Communicator& comm, const Device& device) : compute_(static_cast<cudaStream_t>(device.stream)) {
     ncclUniqueId id{};
     if (comm.rank() == 0) check(ncclGetUniqueId(&id), "get unique id");
     comm.broadcast(&id, sizeof id, 0);
     check(ncclCommInitRank(&comm_, comm.size(), id, comm.rank()), "init rank");
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream create");
+    check(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming), "event create");
+    check(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming), "event create");
   }
   ~Nccl() override {
     if (comm_) ncclCommDestroy(comm_);
+    cudaEventDestroy(computed_), cudaEventDestroy(reduced_), cudaStreamDestroy(stream_);
   }
   void all_reduce_sum(float* data, int64_t n) override {
+    check(cudaEventRecord(computed_, compute_), "event record");  // the gradients' kernels, queued so far
+    check(cudaStreamWaitEvent(stream_, computed_, 0), "stream wait");
     check(ncclAllReduce(data, data, size_t(n), ncclFloat, ncclSum, comm_, stream_), "all-reduce");
+  }
+  void join() override {
+    check(cudaEventRecord(reduced_, stream_), "event record");
+    check(cudaStreamWaitEvent(compute_, reduced_, 0), "stream wait");
   }
 
  private:
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_;
+  cudaStream_t compute_, stream_ = nullptr;
+  cudaEvent_t computed_ = nullptr, reduced_ = nullptr;
 };
 
 }  // namespace

@@ -35,7 +35,7 @@ void GradientReducer::ready(int64_t begin, int64_t end) {
 
 void GradientReducer::submit(int64_t begin, int64_t end) {
   ++buckets_;
-  if (nccl_) return nccl_->all_reduce_sum(model_.grads() + begin, end - begin);  // ordered on the stream
+  if (nccl_) return nccl_->all_reduce_sum(model_.grads() + begin, end - begin);  // its stream, after the event
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.emplace_back(begin, end);
@@ -71,7 +71,7 @@ void GradientReducer::run() {
 void GradientReducer::finish() {
   if (open_begin_ >= 0) submit(open_begin_, open_end_);
   open_begin_ = open_end_ = -1;
-  if (nccl_) return;
+  if (nccl_) return nccl_->join();
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return in_flight_ == 0; });
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));

@@ -3,7 +3,8 @@
 // arena whose gradients are final; adjacent ranges fill a bucket, and a full bucket is reduced at
 // once: on the CPU by a communication thread running MPI all-reduces in order (MPI is initialised
 // THREAD_SERIALIZED, and the training thread makes no MPI call until finish() returns), on CUDA by
-// NCCL on the trainer's stream. finish() reduces what is left and waits for every bucket.
+// NCCL on a stream of its own that waits on an event of the trainer's stream, so later backward
+// kernels overlap with it. finish() reduces what is left and makes the trainer wait for every bucket.
 #pragma once
 #include <condition_variable>
 #include <cstdint>

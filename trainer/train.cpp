@@ -111,7 +111,7 @@ ModelConfig make_config(const TrainOptions& o, const Loader& loader) {
 // MPI for CPU ones.
 void all_reduce_gradients(const Communicator& comm, DeviceCommunicator* nccl, Model& model) {
   const int64_t n = model.num_parameters();
-  if (nccl) return nccl->all_reduce_sum(model.grads(), n);
+  if (nccl) return nccl->all_reduce_sum(model.grads(), n), nccl->join();
   comm.all_reduce_sum(model.grads(), n);
 }
 
