@@ -56,11 +56,14 @@ size_t append_json_string(std::string_view s, std::string& out) {
     if (p == end) break;
     uint8_t c = *p;
     if (c >= 0x80) {
-      Utf8Step step = decode_utf8(p, end);
-      if (step.valid) {
-        p += step.length;
-        continue;
+      // A run of non-ASCII characters, checked inline and copied with the plain bytes around it.
+      while (p < end && *p >= 0x80) {
+        uint32_t length = valid_utf8_sequence(p, end);
+        if (length == 0) break;
+        p += length;
       }
+      if (p == end || *p < 0x80) continue;
+      Utf8Step step = decode_utf8(p, end);  // ill-formed: the maximal subpart to replace
       out.append(reinterpret_cast<const char*>(copy_from), static_cast<size_t>(p - copy_from));
       out.append(kReplacementUtf8);
       ++replaced;
