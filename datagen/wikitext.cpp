@@ -14,6 +14,9 @@
 #include <cstdint>
 #include <cstring>
 #include <unordered_set>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "datagen/wikitext_internal.h"
 #include "common/utf8.h"
@@ -32,6 +35,23 @@ constexpr ByteSet byte_set(std::string_view bytes) {
   ByteSet s{};
   for (char c : bytes) s[static_cast<uint8_t>(c)] = true;
   return s;
+}
+
+// The first byte at or after i in data[0, n) that is one of Bytes (n when none): 16 bytes at a
+// time, since the passes below spend most of their time looking for the next markup byte in
+// long runs of plain text. The byte loop is the reference and does the tail.
+template <char... Bytes>
+size_t find_any(const char* data, size_t i, size_t n) {
+#ifdef __SSE2__
+  for (; i + 16 <= n; i += 16) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + i));
+    __m128i hit = _mm_setzero_si128();
+    ((hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, _mm_set1_epi8(Bytes)))), ...);
+    if (int mask = _mm_movemask_epi8(hit)) return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+  }
+#endif
+  while (i < n && ((data[i] != Bytes) && ...)) ++i;
+  return i;
 }
 
 inline bool is_blank(char c) { return c == ' ' || c == '\t'; }
@@ -204,7 +224,6 @@ void append_literal(std::string_view content, std::string& out) {
 }
 
 void preprocess(std::string_view in, std::string& out, std::vector<Frame>& stack) {
-  static constexpr ByteSet kSpecial = byte_set("{}<\x01\x02");
   out.clear();
   out.reserve(in.size() + 16);
   stack.clear();
@@ -216,8 +235,7 @@ void preprocess(std::string_view in, std::string& out, std::vector<Frame>& stack
 
   size_t i = 0;
   while (i < n) {
-    size_t j = i;
-    while (j < n && !kSpecial[static_cast<uint8_t>(in[j])]) ++j;
+    size_t j = find_any<'{', '}', '<', kLiteralOpen, kLiteralClose>(in.data(), i, n);
     out.append(in.data() + i, j - i);
     i = j;
     if (i >= n) break;
@@ -379,7 +397,6 @@ class LinkResolver {
 
 void links_and_tables(std::string_view in, std::string& out, std::vector<Frame>& stack,
                       const LinkResolver& resolver) {
-  static constexpr ByteSet kSpecial = byte_set("[]\n\x01");
   out.clear();
   out.reserve(in.size() + 16);
   stack.clear();
@@ -416,8 +433,7 @@ void links_and_tables(std::string_view in, std::string& out, std::vector<Frame>&
         continue;
       }
     }
-    size_t j = i;
-    while (j < n && !kSpecial[static_cast<uint8_t>(in[j])]) ++j;
+    size_t j = find_any<'[', ']', '\n', kLiteralOpen>(in.data(), i, n);
     out.append(in.data() + i, j - i);
     i = j;
     if (i >= n) break;
@@ -643,7 +659,16 @@ class LineRenderer {
     size_t i = 0;
     while (i < n) {
       size_t j = i;
-      while (j < n && !kSpecial[static_cast<uint8_t>(s[j])]) ++j;
+      for (;;) {
+        while (j < n && !kSpecial[static_cast<uint8_t>(s[j])]) ++j;
+        // One space after a word is what space() would write: it stays in the run, so a line is
+        // copied a phrase rather than a word at a time.
+        if (j < n && s[j] == ' ' && j > i && s[j - 1] != ' ') {
+          ++j;
+          continue;
+        }
+        break;
+      }
       dst.append(s.data() + i, j - i);
       i = j;
       if (i >= n) break;
@@ -722,7 +747,6 @@ class LineRenderer {
 
   // What removed templates leave behind: "()" and "(; " and " ," and " ." and "; )".
   void tidy(std::string& line) {
-    static constexpr ByteSet kSpecial = byte_set("(),.\xef");
     static constexpr std::string_view kFullOpen = "\xef\xbc\x88", kFullClose = "\xef\xbc\x89";
     auto at = [&](size_t k, std::string_view what) { return line.compare(k, what.size(), what) == 0; };
     // Separators left at the start of a parenthesis: " ,;:" and the CJK "、，；".
@@ -737,8 +761,7 @@ class LineRenderer {
     const size_t n = line.size();
     size_t i = 0;
     while (i < n) {
-      size_t j = i;
-      while (j < n && !kSpecial[static_cast<uint8_t>(line[j])]) ++j;
+      size_t j = find_any<'(', ')', ',', '.', '\xef'>(line.data(), i, n);
       t.append(line, i, j - i);
       i = j;
       if (i >= n) break;
