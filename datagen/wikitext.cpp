@@ -30,27 +30,23 @@ constexpr char kLiteralClose = '\x02';
 // caption), and the bound keeps the label copying of nested links linear.
 constexpr size_t kMaxLinkDepth = 8;
 
-using ByteSet = std::array<bool, 256>;
-constexpr ByteSet byte_set(std::string_view bytes) {
-  ByteSet s{};
-  for (char c : bytes) s[static_cast<uint8_t>(c)] = true;
-  return s;
-}
-
-// The first byte at or after i in data[0, n) that is one of Bytes (n when none): 16 bytes at a
-// time, since the passes below spend most of their time looking for the next markup byte in
-// long runs of plain text. The byte loop is the reference and does the tail.
-template <char... Bytes>
-size_t find_any(const char* data, size_t i, size_t n) {
+// The first byte at or after i in data[0, n) that is one of Bytes or below kBelow (unsigned; 0:
+// none), n when none: 16 bytes at a time, since the passes below spend most of their time looking
+// for the next markup byte in long runs of plain text. The byte loop is the reference and does
+// the tail.
+template <uint8_t kBelow, char... Bytes>
+size_t find_byte(const char* data, size_t i, size_t n) {
 #ifdef __SSE2__
   for (; i + 16 <= n; i += 16) {
     __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + i));
     __m128i hit = _mm_setzero_si128();
+    if constexpr (kBelow > 0)  // min(v, kBelow - 1) == v: v < kBelow
+      hit = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(static_cast<char>(kBelow - 1))), v);
     ((hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, _mm_set1_epi8(Bytes)))), ...);
     if (int mask = _mm_movemask_epi8(hit)) return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
   }
 #endif
-  while (i < n && ((data[i] != Bytes) && ...)) ++i;
+  while (i < n && static_cast<uint8_t>(data[i]) >= kBelow && ((data[i] != Bytes) && ...)) ++i;
   return i;
 }
 
@@ -235,7 +231,7 @@ void preprocess(std::string_view in, std::string& out, std::vector<Frame>& stack
 
   size_t i = 0;
   while (i < n) {
-    size_t j = find_any<'{', '}', '<', kLiteralOpen, kLiteralClose>(in.data(), i, n);
+    size_t j = find_byte<0, '{', '}', '<', kLiteralOpen, kLiteralClose>(in.data(), i, n);
     out.append(in.data() + i, j - i);
     i = j;
     if (i >= n) break;
@@ -433,7 +429,7 @@ void links_and_tables(std::string_view in, std::string& out, std::vector<Frame>&
         continue;
       }
     }
-    size_t j = find_any<'[', ']', '\n', kLiteralOpen>(in.data(), i, n);
+    size_t j = find_byte<0, '[', ']', '\n', kLiteralOpen>(in.data(), i, n);
     out.append(in.data() + i, j - i);
     i = j;
     if (i >= n) break;
@@ -646,12 +642,6 @@ class LineRenderer {
 
   // Inline markup of one line: apostrophes, HTML tags, entities, magic words, whitespace.
   void inline_text(std::string_view s, std::string& dst) {
-    static constexpr ByteSet kSpecial = [] {
-      ByteSet b = byte_set("'<&_\x7f\xc2");
-      for (int c = 0; c < 0x20; ++c) b[c] = true;
-      b[' '] = true;
-      return b;
-    }();
     dst.clear();
     const size_t n = s.size();
     NextByte next_gt(s, '>'), next_lt(s, '<');
@@ -660,7 +650,8 @@ class LineRenderer {
     while (i < n) {
       size_t j = i;
       for (;;) {
-        while (j < n && !kSpecial[static_cast<uint8_t>(s[j])]) ++j;
+        // Controls, space, and the bytes that start markup, entities, magic words or a no-break space.
+        j = find_byte<0x21, '\'', '<', '&', '_', '\x7f', '\xc2'>(s.data(), j, n);
         // One space after a word is what space() would write: it stays in the run, so a line is
         // copied a phrase rather than a word at a time.
         if (j < n && s[j] == ' ' && j > i && s[j - 1] != ' ') {
@@ -761,7 +752,7 @@ class LineRenderer {
     const size_t n = line.size();
     size_t i = 0;
     while (i < n) {
-      size_t j = find_any<'(', ')', ',', '.', '\xef'>(line.data(), i, n);
+      size_t j = find_byte<0, '(', ')', ',', '.', '\xef'>(line.data(), i, n);
       t.append(line, i, j - i);
       i = j;
       if (i >= n) break;
