@@ -794,7 +794,11 @@ class LineRenderer {
     while (!t.empty() && t.back() == ' ') t.pop_back();
     size_t lead = 0;
     while (lead < t.size() && t[lead] == ' ') ++lead;
-    line.assign(t, lead, std::string::npos);
+    if (lead == 0) {
+      line.swap(t);  // the usual case: no copy back (line's buffer becomes the next scratch)
+    } else {
+      line.assign(t, lead, std::string::npos);
+    }
   }
 
   const WikitextOptions& options_;
