@@ -744,7 +744,8 @@ class LineRenderer {
     auto separator_length = [&](size_t k) -> size_t {
       char c = line[k];
       if (c == ' ' || c == ',' || c == ';' || c == ':') return 1;
-      if (at(k, "\xe3\x80\x81") || at(k, "\xef\xbc\x8c") || at(k, "\xef\xbc\x9b")) return 3;
+      if ((c == '\xe3' || c == '\xef') && (at(k, "\xe3\x80\x81") || at(k, "\xef\xbc\x8c") || at(k, "\xef\xbc\x9b")))
+        return 3;
       return 0;
     };
     std::string& t = tidy_;
@@ -757,8 +758,9 @@ class LineRenderer {
       i = j;
       if (i >= n) break;
       char c = line[i];
-      size_t open_len = c == '(' ? 1 : at(i, kFullOpen) ? 3 : 0;
-      size_t close_len = c == ')' ? 1 : at(i, kFullClose) ? 3 : 0;
+      // The full-width forms start with 0xEF: only then is a compare worth its call.
+      size_t open_len = c == '(' ? 1 : c == '\xef' && at(i, kFullOpen) ? 3 : 0;
+      size_t close_len = c == ')' ? 1 : c == '\xef' && at(i, kFullClose) ? 3 : 0;
       if (open_len) {
         size_t k = i + open_len;
         while (k < n) {
