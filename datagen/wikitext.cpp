@@ -748,9 +748,12 @@ class LineRenderer {
         return 3;
       return 0;
     };
+    const size_t n = line.size();
+    // Nothing to tidy (most CJK lines): the line stays as it is, without a copy.
+    if (find_byte<0, '(', ')', ',', '.', '\xef'>(line.data(), 0, n) == n && (n == 0 || (line[0] != ' ' && line[n - 1] != ' ')))
+      return;
     std::string& t = tidy_;
     t.clear();
-    const size_t n = line.size();
     size_t i = 0;
     while (i < n) {
       size_t j = find_byte<0, '(', ')', ',', '.', '\xef'>(line.data(), i, n);
