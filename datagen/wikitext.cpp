@@ -570,6 +570,8 @@ class LineRenderer {
   explicit LineRenderer(const WikitextOptions& options) : options_(options) {}
 
   void render(std::string_view in, std::string& out) {
+    text_begin_ = in.data();
+    text_end_ = in.data() + in.size();
     out.clear();
     for (auto& h : headings_) h.clear();
     size_t i = 0;
@@ -646,20 +648,12 @@ class LineRenderer {
     const size_t n = s.size();
     NextByte next_gt(s, '>'), next_lt(s, '<');
     bool literal = false;  // inside <nowiki>
+    // Lines lie inside the text render() was given: the 16-byte loads may read on past a line.
+    bool inside = s.data() >= text_begin_ && s.data() + n <= text_end_;
+    const size_t readable = inside ? static_cast<size_t>(text_end_ - s.data()) : n;
     size_t i = 0;
     while (i < n) {
-      size_t j = i;
-      for (;;) {
-        // Controls, space, and the bytes that start markup, entities, magic words or a no-break space.
-        j = find_byte<0x21, '\'', '<', '&', '_', '\x7f', '\xc2'>(s.data(), j, n);
-        // One space after a word is what space() would write: it stays in the run, so a line is
-        // copied a phrase rather than a word at a time.
-        if (j < n && s[j] == ' ' && j > i && s[j - 1] != ' ') {
-          ++j;
-          continue;
-        }
-        break;
-      }
+      size_t j = run_end(s.data(), i, n, readable);
       dst.append(s.data() + i, j - i);
       i = j;
       if (i >= n) break;
@@ -736,6 +730,39 @@ class LineRenderer {
     while (!dst.empty() && dst.back() == ' ') dst.pop_back();
   }
 
+  // Bytes inline_text acts on: controls, space, and the starts of markup, entities, magic words
+  // and the no-break space.
+  static bool is_inline_special(uint8_t c) {
+    return c <= 0x20 || c == '\'' || c == '<' || c == '&' || c == '_' || c == 0x7f || c == 0xc2;
+  }
+
+  // The end of the run inline_text copies as it is, from s[i]: the next special byte, except that
+  // one space after a non-space is what space() would write and stays in the run (a line is
+  // copied a phrase, not a word, at a time). `readable` >= n bytes at s may be loaded.
+  static size_t run_end(const char* s, size_t i, size_t n, size_t readable) {
+    if (is_inline_special(static_cast<uint8_t>(s[i]))) return i;
+    size_t j = i + 1;
+#ifdef __SSE2__
+    const __m128i space = _mm_set1_epi8(' ');
+    for (; j < n && j + 16 <= readable; j += 16) {
+      __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + j));
+      __m128i before = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + j - 1));  // s[j-1] >= s[i]
+      __m128i special = _mm_cmpeq_epi8(_mm_min_epu8(v, space), v);  // <= 0x20
+      for (char c : {'\'', '<', '&', '_', '\x7f', '\xc2'}) special = _mm_or_si128(special, _mm_cmpeq_epi8(v, _mm_set1_epi8(c)));
+      __m128i single_space = _mm_andnot_si128(_mm_cmpeq_epi8(before, space), _mm_cmpeq_epi8(v, space));
+      if (int mask = _mm_movemask_epi8(_mm_andnot_si128(single_space, special)))
+        return std::min(n, j + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask))));
+    }
+    if (j >= n) return n;
+#endif
+    (void)readable;
+    for (; j < n; ++j) {
+      auto c = static_cast<uint8_t>(s[j]);
+      if (is_inline_special(c) && !(c == ' ' && s[j - 1] != ' ')) break;
+    }
+    return j;
+  }
+
   // What removed templates leave behind: "()" and "(; " and " ," and " ." and "; )".
   void tidy(std::string& line) {
     static constexpr std::string_view kFullOpen = "\xef\xbc\x88", kFullClose = "\xef\xbc\x89";
@@ -809,6 +836,8 @@ class LineRenderer {
   const WikitextOptions& options_;
   std::array<std::string, 7> headings_;  // pending heading per level 1..6
   std::string text_, entity_, tidy_;
+  const char* text_begin_ = nullptr;  // the text render() was given
+  const char* text_end_ = nullptr;
 };
 
 std::string namespace_key(std::string_view name) {
