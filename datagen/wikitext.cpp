@@ -30,23 +30,20 @@ constexpr char kLiteralClose = '\x02';
 // caption), and the bound keeps the label copying of nested links linear.
 constexpr size_t kMaxLinkDepth = 8;
 
-// The first byte at or after i in data[0, n) that is one of Bytes or below kBelow (unsigned; 0:
-// none), n when none: 16 bytes at a time, since the passes below spend most of their time looking
-// for the next markup byte in long runs of plain text. The byte loop is the reference and does
-// the tail.
-template <uint8_t kBelow, char... Bytes>
+// The first byte at or after i in data[0, n) that is one of Bytes (n when none): 16 bytes at a
+// time, since the passes below spend most of their time looking for the next markup byte in long
+// runs of plain text. The byte loop is the reference and does the tail.
+template <char... Bytes>
 size_t find_byte(const char* data, size_t i, size_t n) {
 #ifdef __SSE2__
   for (; i + 16 <= n; i += 16) {
     __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + i));
     __m128i hit = _mm_setzero_si128();
-    if constexpr (kBelow > 0)  // min(v, kBelow - 1) == v: v < kBelow
-      hit = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(static_cast<char>(kBelow - 1))), v);
     ((hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, _mm_set1_epi8(Bytes)))), ...);
     if (int mask = _mm_movemask_epi8(hit)) return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
   }
 #endif
-  while (i < n && static_cast<uint8_t>(data[i]) >= kBelow && ((data[i] != Bytes) && ...)) ++i;
+  while (i < n && ((data[i] != Bytes) && ...)) ++i;
   return i;
 }
 
@@ -231,7 +228,7 @@ void preprocess(std::string_view in, std::string& out, std::vector<Frame>& stack
 
   size_t i = 0;
   while (i < n) {
-    size_t j = find_byte<0, '{', '}', '<', kLiteralOpen, kLiteralClose>(in.data(), i, n);
+    size_t j = find_byte<'{', '}', '<', kLiteralOpen, kLiteralClose>(in.data(), i, n);
     out.append(in.data() + i, j - i);
     i = j;
     if (i >= n) break;
@@ -429,7 +426,7 @@ void links_and_tables(std::string_view in, std::string& out, std::vector<Frame>&
         continue;
       }
     }
-    size_t j = find_byte<0, '[', ']', '\n', kLiteralOpen>(in.data(), i, n);
+    size_t j = find_byte<'[', ']', '\n', kLiteralOpen>(in.data(), i, n);
     out.append(in.data() + i, j - i);
     i = j;
     if (i >= n) break;
@@ -777,13 +774,13 @@ class LineRenderer {
     };
     const size_t n = line.size();
     // Nothing to tidy (most CJK lines): the line stays as it is, without a copy.
-    if (find_byte<0, '(', ')', ',', '.', '\xef'>(line.data(), 0, n) == n && (n == 0 || (line[0] != ' ' && line[n - 1] != ' ')))
+    if (find_byte<'(', ')', ',', '.', '\xef'>(line.data(), 0, n) == n && (n == 0 || (line[0] != ' ' && line[n - 1] != ' ')))
       return;
     std::string& t = tidy_;
     t.clear();
     size_t i = 0;
     while (i < n) {
-      size_t j = find_byte<0, '(', ')', ',', '.', '\xef'>(line.data(), i, n);
+      size_t j = find_byte<'(', ')', ',', '.', '\xef'>(line.data(), i, n);
       t.append(line, i, j - i);
       i = j;
       if (i >= n) break;
