@@ -30,6 +30,13 @@ Utf8Step decode_utf8(const uint8_t* p, const uint8_t* end);
 inline uint32_t valid_utf8_sequence(const uint8_t* p, const uint8_t* end) {
   uint8_t lead = p[0], lo = 0x80, hi = 0xBF;  // lo..hi: allowed range of the second byte
   uint32_t length;
+  // Most characters first: two bytes (Greek, Cyrillic, …) or three (CJK) with a lead byte that
+  // puts no narrower range on the second byte.
+  if (end - p >= 3) {
+    if (lead >= 0xC2 && lead <= 0xDF) return (p[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (lead >= 0xE1 && lead <= 0xEF && lead != 0xED)
+      return (p[1] & 0xC0) == 0x80 && (p[2] & 0xC0) == 0x80 ? 3 : 0;
+  }
   if (lead < 0xC2) return 0;  // 80..C1 never start a sequence
   if (lead <= 0xDF) {
     length = 2;
