@@ -60,9 +60,9 @@ size_t valid_utf8_prefix(std::string_view s) {
   while (p < end) {
     p += ascii_run(p, end);
     if (p == end) break;
-    Utf8Step step = decode_utf8(p, end);
-    if (!step.valid) break;
-    p += step.length;
+    uint32_t length = valid_utf8_sequence(p, end);
+    if (length == 0) break;
+    p += length;
   }
   return static_cast<size_t>(p - begin);
 }

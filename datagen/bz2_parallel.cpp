@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "common/cli.h"
 #include "common/error.h"
@@ -22,10 +23,31 @@ namespace bz2_detail {
 // a magic for this long is not bz2 any more.
 constexpr uint64_t kMaxSpanBytes = 4u << 20;
 
+// An allocator whose resize() leaves new bytes uninitialized: read() overwrites them at once, and
+// zero-filling every 4-8 MB read first cost ~1% of a plain-XML run.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <class U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
 // Input bytes [base, base + bytes.size()), shared by the spans that lie in them.
 struct Chunk {
   uint64_t base = 0;
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t, UninitializedAllocator<uint8_t>> bytes;
   uint64_t end() const { return base + bytes.size(); }
 };
 

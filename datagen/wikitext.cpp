@@ -14,6 +14,9 @@
 #include <cstdint>
 #include <cstring>
 #include <unordered_set>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "datagen/wikitext_internal.h"
 #include "common/utf8.h"
@@ -27,11 +30,21 @@ constexpr char kLiteralClose = '\x02';
 // caption), and the bound keeps the label copying of nested links linear.
 constexpr size_t kMaxLinkDepth = 8;
 
-using ByteSet = std::array<bool, 256>;
-constexpr ByteSet byte_set(std::string_view bytes) {
-  ByteSet s{};
-  for (char c : bytes) s[static_cast<uint8_t>(c)] = true;
-  return s;
+// The first byte at or after i in data[0, n) that is one of Bytes (n when none): 16 bytes at a
+// time, since the passes below spend most of their time looking for the next markup byte in long
+// runs of plain text. The byte loop is the reference and does the tail.
+template <char... Bytes>
+size_t find_byte(const char* data, size_t i, size_t n) {
+#ifdef __SSE2__
+  for (; i + 16 <= n; i += 16) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + i));
+    __m128i hit = _mm_setzero_si128();
+    ((hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, _mm_set1_epi8(Bytes)))), ...);
+    if (int mask = _mm_movemask_epi8(hit)) return i + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+  }
+#endif
+  while (i < n && ((data[i] != Bytes) && ...)) ++i;
+  return i;
 }
 
 inline bool is_blank(char c) { return c == ' ' || c == '\t'; }
@@ -204,7 +217,6 @@ void append_literal(std::string_view content, std::string& out) {
 }
 
 void preprocess(std::string_view in, std::string& out, std::vector<Frame>& stack) {
-  static constexpr ByteSet kSpecial = byte_set("{}<\x01\x02");
   out.clear();
   out.reserve(in.size() + 16);
   stack.clear();
@@ -216,8 +228,7 @@ void preprocess(std::string_view in, std::string& out, std::vector<Frame>& stack
 
   size_t i = 0;
   while (i < n) {
-    size_t j = i;
-    while (j < n && !kSpecial[static_cast<uint8_t>(in[j])]) ++j;
+    size_t j = find_byte<'{', '}', '<', kLiteralOpen, kLiteralClose>(in.data(), i, n);
     out.append(in.data() + i, j - i);
     i = j;
     if (i >= n) break;
@@ -379,7 +390,6 @@ class LinkResolver {
 
 void links_and_tables(std::string_view in, std::string& out, std::vector<Frame>& stack,
                       const LinkResolver& resolver) {
-  static constexpr ByteSet kSpecial = byte_set("[]\n\x01");
   out.clear();
   out.reserve(in.size() + 16);
   stack.clear();
@@ -416,8 +426,7 @@ void links_and_tables(std::string_view in, std::string& out, std::vector<Frame>&
         continue;
       }
     }
-    size_t j = i;
-    while (j < n && !kSpecial[static_cast<uint8_t>(in[j])]) ++j;
+    size_t j = find_byte<'[', ']', '\n', kLiteralOpen>(in.data(), i, n);
     out.append(in.data() + i, j - i);
     i = j;
     if (i >= n) break;
@@ -558,6 +567,8 @@ class LineRenderer {
   explicit LineRenderer(const WikitextOptions& options) : options_(options) {}
 
   void render(std::string_view in, std::string& out) {
+    text_begin_ = in.data();
+    text_end_ = in.data() + in.size();
     out.clear();
     for (auto& h : headings_) h.clear();
     size_t i = 0;
@@ -630,20 +641,16 @@ class LineRenderer {
 
   // Inline markup of one line: apostrophes, HTML tags, entities, magic words, whitespace.
   void inline_text(std::string_view s, std::string& dst) {
-    static constexpr ByteSet kSpecial = [] {
-      ByteSet b = byte_set("'<&_\x7f\xc2");
-      for (int c = 0; c < 0x20; ++c) b[c] = true;
-      b[' '] = true;
-      return b;
-    }();
     dst.clear();
     const size_t n = s.size();
     NextByte next_gt(s, '>'), next_lt(s, '<');
     bool literal = false;  // inside <nowiki>
+    // Lines lie inside the text render() was given: the 16-byte loads may read on past a line.
+    bool inside = s.data() >= text_begin_ && s.data() + n <= text_end_;
+    const size_t readable = inside ? static_cast<size_t>(text_end_ - s.data()) : n;
     size_t i = 0;
     while (i < n) {
-      size_t j = i;
-      while (j < n && !kSpecial[static_cast<uint8_t>(s[j])]) ++j;
+      size_t j = run_end(s.data(), i, n, readable);
       dst.append(s.data() + i, j - i);
       i = j;
       if (i >= n) break;
@@ -720,31 +727,67 @@ class LineRenderer {
     while (!dst.empty() && dst.back() == ' ') dst.pop_back();
   }
 
+  // Bytes inline_text acts on: controls, space, and the starts of markup, entities, magic words
+  // and the no-break space.
+  static bool is_inline_special(uint8_t c) {
+    return c <= 0x20 || c == '\'' || c == '<' || c == '&' || c == '_' || c == 0x7f || c == 0xc2;
+  }
+
+  // The end of the run inline_text copies as it is, from s[i]: the next special byte, except that
+  // one space after a non-space is what space() would write and stays in the run (a line is
+  // copied a phrase, not a word, at a time). `readable` >= n bytes at s may be loaded.
+  static size_t run_end(const char* s, size_t i, size_t n, size_t readable) {
+    if (is_inline_special(static_cast<uint8_t>(s[i]))) return i;
+    size_t j = i + 1;
+#ifdef __SSE2__
+    const __m128i space = _mm_set1_epi8(' ');
+    for (; j < n && j + 16 <= readable; j += 16) {
+      __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + j));
+      __m128i before = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + j - 1));  // s[j-1] >= s[i]
+      __m128i special = _mm_cmpeq_epi8(_mm_min_epu8(v, space), v);  // <= 0x20
+      for (char c : {'\'', '<', '&', '_', '\x7f', '\xc2'}) special = _mm_or_si128(special, _mm_cmpeq_epi8(v, _mm_set1_epi8(c)));
+      __m128i single_space = _mm_andnot_si128(_mm_cmpeq_epi8(before, space), _mm_cmpeq_epi8(v, space));
+      if (int mask = _mm_movemask_epi8(_mm_andnot_si128(single_space, special)))
+        return std::min(n, j + static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(mask))));
+    }
+    if (j >= n) return n;
+#endif
+    (void)readable;
+    for (; j < n; ++j) {
+      auto c = static_cast<uint8_t>(s[j]);
+      if (is_inline_special(c) && !(c == ' ' && s[j - 1] != ' ')) break;
+    }
+    return j;
+  }
+
   // What removed templates leave behind: "()" and "(; " and " ," and " ." and "; )".
   void tidy(std::string& line) {
-    static constexpr ByteSet kSpecial = byte_set("(),.\xef");
     static constexpr std::string_view kFullOpen = "\xef\xbc\x88", kFullClose = "\xef\xbc\x89";
     auto at = [&](size_t k, std::string_view what) { return line.compare(k, what.size(), what) == 0; };
     // Separators left at the start of a parenthesis: " ,;:" and the CJK "、，；".
     auto separator_length = [&](size_t k) -> size_t {
       char c = line[k];
       if (c == ' ' || c == ',' || c == ';' || c == ':') return 1;
-      if (at(k, "\xe3\x80\x81") || at(k, "\xef\xbc\x8c") || at(k, "\xef\xbc\x9b")) return 3;
+      if ((c == '\xe3' || c == '\xef') && (at(k, "\xe3\x80\x81") || at(k, "\xef\xbc\x8c") || at(k, "\xef\xbc\x9b")))
+        return 3;
       return 0;
     };
+    const size_t n = line.size();
+    // Nothing to tidy (most CJK lines): the line stays as it is, without a copy.
+    if (find_byte<'(', ')', ',', '.', '\xef'>(line.data(), 0, n) == n && (n == 0 || (line[0] != ' ' && line[n - 1] != ' ')))
+      return;
     std::string& t = tidy_;
     t.clear();
-    const size_t n = line.size();
     size_t i = 0;
     while (i < n) {
-      size_t j = i;
-      while (j < n && !kSpecial[static_cast<uint8_t>(line[j])]) ++j;
+      size_t j = find_byte<'(', ')', ',', '.', '\xef'>(line.data(), i, n);
       t.append(line, i, j - i);
       i = j;
       if (i >= n) break;
       char c = line[i];
-      size_t open_len = c == '(' ? 1 : at(i, kFullOpen) ? 3 : 0;
-      size_t close_len = c == ')' ? 1 : at(i, kFullClose) ? 3 : 0;
+      // The full-width forms start with 0xEF: only then is a compare worth its call.
+      size_t open_len = c == '(' ? 1 : c == '\xef' && at(i, kFullOpen) ? 3 : 0;
+      size_t close_len = c == ')' ? 1 : c == '\xef' && at(i, kFullClose) ? 3 : 0;
       if (open_len) {
         size_t k = i + open_len;
         while (k < n) {
@@ -780,12 +823,18 @@ class LineRenderer {
     while (!t.empty() && t.back() == ' ') t.pop_back();
     size_t lead = 0;
     while (lead < t.size() && t[lead] == ' ') ++lead;
-    line.assign(t, lead, std::string::npos);
+    if (lead == 0) {
+      line.swap(t);  // the usual case: no copy back (line's buffer becomes the next scratch)
+    } else {
+      line.assign(t, lead, std::string::npos);
+    }
   }
 
   const WikitextOptions& options_;
   std::array<std::string, 7> headings_;  // pending heading per level 1..6
   std::string text_, entity_, tidy_;
+  const char* text_begin_ = nullptr;  // the text render() was given
+  const char* text_end_ = nullptr;
 };
 
 std::string namespace_key(std::string_view name) {

@@ -116,6 +116,21 @@ TEST(Utf8, EveryCodePointRoundTrips) {
   }
 }
 
+// The inline check agrees with decode_utf8 (the reference) on every lead byte followed by every
+// second byte, with each later byte a continuation or not, whole and cut short.
+TEST(Utf8, InlineSequenceCheckMatchesDecoder) {
+  for (unsigned lead = 0x80; lead <= 0xFF; ++lead)
+    for (unsigned second = 0; second <= 0xFF; ++second)
+      for (uint8_t later : {uint8_t{0x80}, uint8_t{0xBF}, uint8_t{0x41}, uint8_t{0xC0}}) {
+        const uint8_t bytes[4] = {static_cast<uint8_t>(lead), static_cast<uint8_t>(second), later, later};
+        for (size_t size = 1; size <= 4; ++size) {
+          Utf8Step step = decode_utf8(bytes, bytes + size);
+          ASSERT_EQ(valid_utf8_sequence(bytes, bytes + size), step.valid ? step.length : 0)
+              << std::hex << lead << " " << second << " " << unsigned{later} << " size " << size;
+        }
+      }
+}
+
 // Random bytes: the repair is always valid, idempotent, and counts the U+FFFDs it added.
 TEST(Utf8, RandomBytesRepairToValidText) {
   std::mt19937 rng(1234);

@@ -269,6 +269,7 @@ TEST(XmlPages, FastTextScanAgreesWithExpat) {
   const std::vector<std::string> contents = {
       "",
       "plain ASCII with 'quotes' and \"double\" and ] and ]] and ]>",
+      "[[links]] of [[more|than]] sixteen bytes ]] ]]] ]> ] > end]]",
       "line ends: a\r\nb\rc\n\r\r\nd\r",
       "&lt;&gt;&amp;&quot;&apos; &amp;amp; &amp;nbsp; &lt;ref name=&quot;a/b&quot; /&gt;",
       "&#65;&#x42;&#x1F600;&#0000065;&#x00000041; &#13; &#x9;",
@@ -280,8 +281,11 @@ TEST(XmlPages, FastTextScanAgreesWithExpat) {
       "<b>nested</b> tail",
       // each of these is malformed, and expat must say so at the same offset
       "&#0;", "&#xD800;", "&#X41;", "&#x110000;", "&#;", "&#x;", "&#12a;",
-      "a]]>b", "ctl\x01char", "bad \xC3\x28 utf8", "noncharacter \xEF\xBF\xBE", "\xED\xA0\x80 surrogate",
-      "overlong \xC0\xAF", "&nbsp;", "& alone", "&amp", "cut \xE3\x81", "<b>unclosed", "&lt",
+      "a]]>b", "more than sixteen bytes of text, then ]]>", "ctl\x01char", "bad \xC3\x28 utf8", "noncharacter \xEF\xBF\xBE", "\xED\xA0\x80 surrogate",
+      "overlong \xC0\xAF", "bad third byte \xE3\x81\x28 x", "bad second byte \xE4\x28\x80 x",
+      "\xCE\xB1\xCE lead then lead", "private use \xEE\x80\x80 then \xEE\x28",
+      "tabs\tand\nline feeds, sixteen bytes and more\t\t\n\n then \x01 a control",
+      "&nbsp;", "& alone", "&amp", "cut \xE3\x81", "<b>unclosed", "&lt",
   };
   const std::string head = "<mediawiki><page><title>T</title><ns>0</ns><id>1</id><revision><id>2</id><text>";
   const std::string tail = "</text></revision></page></mediawiki>";

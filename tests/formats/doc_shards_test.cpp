@@ -192,6 +192,25 @@ TEST(DocShards, JsonLinesAreStrictJsonWithRawUtf8) {
   EXPECT_EQ(line, "{\"id\":\"1\",\"url\":\"u\",\"title\":\"日本\",\"text\":\"a\\u0001\\u001f\x7F\\n\\t\\\"\\\\\"}\n");
 }
 
+// A byte that needs escaping (or a non-ASCII character) at every offset of a 40-byte text: the
+// 16-byte, 8-byte and byte-at-a-time scans must each stop at it.
+TEST(DocShards, EscapesAtEveryOffset) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"\"", "\\\""}, {"\\", "\\\\"}, {"\n", "\\n"}, {"\x01", "\\u0001"}, {"\x1F", "\\u001f"},
+      {"\xC3\xA9", "\xC3\xA9"}, {"\xE6\x97\xA5", "\xE6\x97\xA5"}, {"\xFF", std::string(kReplacementUtf8)},
+  };
+  for (const auto& [special, escaped] : cases) {
+    for (size_t at = 0; at <= 40; ++at) {
+      std::string text(40, 'a'), line;
+      text.insert(at, special);
+      size_t replaced = append_doc_json_line({"1", "u", "t", text}, line);
+      std::string expected = std::string(at, 'a') + escaped + std::string(40 - at, 'a');
+      EXPECT_EQ(line, "{\"id\":\"1\",\"url\":\"u\",\"title\":\"t\",\"text\":\"" + expected + "\"}\n") << at;
+      EXPECT_EQ(replaced, special == "\xFF" ? 1u : 0u);
+    }
+  }
+}
+
 // Python's json module reads our lines to the same strings (compared as hex of their UTF-8).
 TEST(DocShards, PythonJsonReadsOurLines) {
   if (!file_exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
