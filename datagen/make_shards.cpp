@@ -501,7 +501,6 @@ void bert_counter_split(const MakeShardsOptions& o, const Tokenizer& tok, const 
       std::vector<uint64_t> n;
     };
     const size_t block = 64;
-    uint64_t batches_done = 0;
     int pass = 0;
     size_t next_doc = 0;
     tbb::parallel_pipeline(
@@ -662,7 +661,6 @@ void gpt_split(const MakeShardsOptions& o, const Tokenizer& tok, const TokenStor
         for (size_t i = begin; i < end; ++i) {
           w.add_sequence(store.document_tokens(docs[i]));
           w.end_document();
-          if (i % 4096 == 4095) store.release_pages();
         }
         w.finalize();
         series.committed(shard, end - begin, {{base_name(megatron_idx_path(prefix)), ""}});
@@ -670,7 +668,6 @@ void gpt_split(const MakeShardsOptions& o, const Tokenizer& tok, const TokenStor
         LlmcWriter w(path, llmc_format);
         for (size_t i = begin; i < end; ++i) {
           w.add(store.document_tokens(docs[i]));
-          if (i % 4096 == 4095) store.release_pages();
         }
         w.commit();
         series.committed(shard, w.tokens_written());

@@ -47,10 +47,13 @@ bool TokenStore::complete(const std::string& dir, const nlohmann::json& key) {
   }
 }
 
-TokenStore::TokenStore(const std::string& dir)
+TokenStore::TokenStore(const std::string& dir, uint64_t resident_budget)
     : tokens_file_(path_join(dir, "tokens.bin")),
       sentences_file_(path_join(dir, "sentences.bin")),
-      documents_file_(path_join(dir, "documents.bin")) {
+      documents_file_(path_join(dir, "documents.bin")),
+      resident_budget_(resident_budget),
+      token_regions_(tokens_file_.size()),
+      sentence_regions_(sentences_file_.size()) {
   tokens_ = {reinterpret_cast<const TokenId32*>(tokens_file_.data()), tokens_file_.size() / sizeof(TokenId32)};
   sentence_ends_ = {reinterpret_cast<const uint64_t*>(sentences_file_.data()), sentences_file_.size() / 8};
   documents_ = {reinterpret_cast<const uint64_t*>(documents_file_.data()), documents_file_.size() / 8};
@@ -67,17 +70,52 @@ TokenStore::TokenStore(const std::string& dir)
     prev = documents_[i];
   }
   if (prev > sentence_ends_.size()) throw Error(Where{documents_file_.path()}, "document ends past the sentence file");
+  release_pages();  // the checks above touched every sentence end
+}
+
+TokenStore::Regions::Regions(uint64_t bytes)
+    : bits(new std::atomic<uint64_t>[(bytes >> kRegionShift) / 64 + 1]()), words((bytes >> kRegionShift) / 64 + 1) {}
+
+uint64_t TokenStore::Regions::mark(uint64_t first_byte, uint64_t end_byte) {
+  uint64_t added = 0;
+  for (uint64_t r = first_byte >> kRegionShift; r <= (end_byte - 1) >> kRegionShift; ++r) {
+    std::atomic<uint64_t>& word = bits[r / 64];
+    const uint64_t bit = uint64_t{1} << (r % 64);
+    if (!(word.load(std::memory_order_relaxed) & bit) && !(word.fetch_or(bit, std::memory_order_relaxed) & bit))
+      added += uint64_t{1} << kRegionShift;
+  }
+  return added;
+}
+
+void TokenStore::Regions::clear() {
+  for (size_t i = 0; i < words; ++i) bits[i].store(0, std::memory_order_relaxed);
+}
+
+void TokenStore::release_pages() const {
+  tokens_file_.release_pages();
+  sentences_file_.release_pages();
+  token_regions_.clear();
+  sentence_regions_.clear();
+}
+
+void TokenStore::touch(uint64_t begin, uint64_t end, uint64_t s) const {
+  uint64_t added = sentence_regions_.mark(s * sizeof(uint64_t), (s + 1) * sizeof(uint64_t));
+  if (end > begin) added += token_regions_.mark(begin * sizeof(TokenId32), end * sizeof(TokenId32));
+  if (added == 0 || touched_.fetch_add(added, std::memory_order_relaxed) + added < resident_budget_) return;
+  if (touched_.exchange(0, std::memory_order_relaxed) >= resident_budget_) release_pages();  // one thread releases
 }
 
 std::span<const TokenId32> TokenStore::sentence(size_t d, size_t i) const {
   const size_t s = document_begin(d) + i;
   const uint64_t b = sentence_begin(s);
+  touch(b, sentence_ends_[s], s);
   return tokens_.subspan(b, sentence_ends_[s] - b);
 }
 
 std::span<const TokenId32> TokenStore::document_tokens(size_t d) const {
   const uint64_t b = sentence_begin(document_begin(d));
   const uint64_t e = sentence_ends_[document_end(d) - 1];
+  touch(b, e, document_end(d) - 1);
   return tokens_.subspan(b, e - b);
 }
 

@@ -7,7 +7,9 @@
 //   <dir>/store.json     counts and the caller's key; written last, so its presence means the
 //                        three files are whole (each is also written to a temp name and renamed)
 #pragma once
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,7 +41,8 @@ class TokenStoreWriter {
 
 class TokenStore final : public DocumentCorpus {
  public:
-  explicit TokenStore(const std::string& dir);
+  // resident_budget: see release_pages(); tests pass a small one.
+  explicit TokenStore(const std::string& dir, uint64_t resident_budget = kResidentBudget);
   // True when dir holds a complete store made with `key`.
   static bool complete(const std::string& dir, const nlohmann::json& key);
 
@@ -50,17 +53,36 @@ class TokenStore final : public DocumentCorpus {
   uint64_t total_sentences() const { return sentence_ends_.size(); }
   // All of document d's tokens, its sentences back to back.
   std::span<const TokenId32> document_tokens(size_t d) const;
-  // Long passes call this now and then so the mapped pages they touched leave the resident set.
-  void release_pages() const {
-    tokens_file_.release_pages();
-    sentences_file_.release_pages();
-  }
+  // Drops the mapped pages from the resident set (they are read again from the page cache when
+  // next touched). sentence() and document_tokens() call it themselves once they have touched
+  // `resident_budget` bytes since the last release, so however large the store and in whatever
+  // order it is read (BERT's random next sentences, GPT's shuffled documents), its share of the
+  // process's RSS stays near that budget. Any thread may call it: the maps are read-only and a
+  // span in use stays valid.
+  void release_pages() const;
+  static constexpr uint64_t kResidentBudget = uint64_t{1} << 30;
 
  private:
   size_t document_begin(size_t d) const { return d ? documents_[d - 1] : 0; }
   size_t document_end(size_t d) const { return documents_[d]; }
   uint64_t sentence_begin(size_t s) const { return s ? sentence_ends_[s - 1] : 0; }
+  // Counts what reading tokens [begin, end) and sentence end `s` maps, in 2 MiB regions
+  // first touched since the last release: a fault on a file mapping maps the page cache's folio
+  // around the address, and on this kernel (6.x, ext4 large folios) that is up to 2 MiB, so one
+  // random read of a few bytes can add 2 MiB to the RSS.
+  void touch(uint64_t begin, uint64_t end, uint64_t s) const;
+  static constexpr int kRegionShift = 21;  // 2 MiB
+  struct Regions {
+    std::unique_ptr<std::atomic<uint64_t>[]> bits;  // one bit per region touched since the release
+    size_t words = 0;
+    explicit Regions(uint64_t bytes);
+    uint64_t mark(uint64_t first_byte, uint64_t end_byte);  // bytes of regions newly marked
+    void clear();
+  };
   MappedFile tokens_file_, sentences_file_, documents_file_;
+  uint64_t resident_budget_;
+  mutable std::atomic<uint64_t> touched_{0};
+  mutable Regions token_regions_, sentence_regions_;
   std::span<const TokenId32> tokens_;
   std::span<const uint64_t> sentence_ends_;
   std::span<const uint64_t> documents_;
