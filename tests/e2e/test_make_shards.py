@@ -106,6 +106,18 @@ def bert_checks(data, tmp):
     if s["instances"] != n:
         fail(f"manifest says {s['instances']} instances, shards hold {n}")
 
+    # Another gzip level: other bytes, the same records (h5py inflates them), the level in the file.
+    fast = os.path.join(tmp, "level1")
+    run(*common, "-o", fast, "--compression-level", 1)
+    for name in a:
+        with h5py.File(os.path.join(one, name), "r") as f4, h5py.File(os.path.join(fast, name), "r") as f1:
+            for key in f4:
+                if f1[key].compression != "gzip" or f1[key].compression_opts != 1:
+                    fail(f"--compression-level 1: {name}/{key} has {f1[key].compression} {f1[key].compression_opts}")
+                if not np.array_equal(f4[key][...], f1[key][...]):
+                    fail(f"--compression-level 1: {name}/{key} differs from level 4's records")
+    run(*common, "-o", os.path.join(tmp, "level10"), "--compression-level", 10, rc=2)
+
     # Interrupted after one shard (as a kill would leave it), then resumed: same bytes.
     cut = os.path.join(tmp, "cut")
     r = run(*common, "-o", cut, "--stop-after-shards", 1, rc=1)
