@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   app.add_flag("--resume", o.resume, "continue an interrupted run in the output directory (same inputs and options)");
   app.add_flag("--keep-work", o.keep_work, "keep <output>/.work (token store, spill buckets)");
   app.add_option("--stop-after-shards", o.stop_after_shards)->group("");  // tests: stop as a kill would
+  app.add_option("--checkpoint-bytes", o.checkpoint_bytes)->group("");    // tests: tokenize checkpoints this often
   for (int i = 1; i < argc; ++i) o.args.emplace_back(argv[i]);
   return run_tool(app, argc, argv, [&] {
     o.model = model == "gpt" ? ShardModel::gpt : ShardModel::bert;

@@ -45,7 +45,9 @@ nlohmann::json MakeShardsStats::to_json(int seq_len) const {
                       {"instance_tokens", instance_tokens},
                       {"shards", shards},
                       {"seconds", seconds},
-                      {"stage_seconds", {{"tokenize", tokenize_seconds}, {"instances", instances_seconds}, {"write", write_seconds}}}};
+                      {"stage_seconds", {{"tokenize", tokenize_seconds}, {"instances", instances_seconds}, {"write", write_seconds}}},
+                      {"stage_cpu_seconds",
+                       {{"tokenize", tokenize_cpu_seconds}, {"instances", instances_cpu_seconds}, {"write", write_cpu_seconds}}}};
   if (predictions) {
     const uint64_t all = instances + valid_instances;
     j["predictions"] = predictions;
@@ -77,6 +79,27 @@ constexpr uint64_t kOrderStream = ~uint64_t{0} - 4;    // gpt: document order
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto secs = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  return secs(u.ru_utime) + secs(u.ru_stime);
+}
+
+// Wall and CPU time of one stage, added to the statistics' pair when it ends.
+class StageClock {
+ public:
+  StageClock() : wall_(std::chrono::steady_clock::now()), cpu_(process_cpu_seconds()) {}
+  void add_to(double& wall, double& cpu) const {
+    wall += seconds_since(wall_);
+    cpu += process_cpu_seconds() - cpu_;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point wall_;
+  double cpu_;
+};
 
 std::string split_dir(const MakeShardsOptions& o, bool valid) {
   return valid ? path_join(o.output_dir, "valid") : o.output_dir;
@@ -118,12 +141,27 @@ void tokenize_to_store(const MakeShardsOptions& o, const Tokenizer& tok, TextDoc
   std::optional<SentenceSplitter> splitter_proto;
   if (!gpt) splitter_proto.emplace(o.lang);
   tbb::enumerable_thread_specific<std::optional<SentenceSplitter>> splitters;
-  TokenStoreWriter writer(store_dir);
+  // Continue from the last checkpoint of an interrupted run: its input documents are read again
+  // (to find where to go on) but not tokenized.
+  std::optional<TokenStoreWriter::Checkpoint> from;
+  if (o.resume) from = TokenStoreWriter::resume_point(store_dir, key);
+  TokenStoreWriter writer = from ? TokenStoreWriter(store_dir, *from) : TokenStoreWriter(store_dir);
+  uint64_t input_documents = 0;
+  if (from) {
+    log_info(cat("--resume: the token store holds ", from->documents, " documents (", from->tokens,
+                 " tokens) from an interrupted run; tokenizing from input document ", from->input_documents));
+    for (RawDocument doc; input_documents < from->input_documents; ++input_documents)
+      if (!reader.next(doc)) throw Error(Where{store_dir}, "the inputs hold fewer documents than the checkpoint says");
+  }
   Progress progress("tokenize", reader.total_bytes(), Progress::Unit::bytes);
+  uint64_t text_since_checkpoint = 0;
 
   struct Batch {
     std::vector<RawDocument> docs;
     std::vector<TokenizedDoc> out;
+    uint64_t text_bytes = 0;  // of the documents' text, which spaces the checkpoints
+    uint64_t end_bytes = 0;   // input bytes read through this batch (read here, not from the reader,
+                              // which the input stage is advancing on another thread)
   };
   const size_t max_batch_docs = 256, max_batch_bytes = size_t{4} << 20;
   tbb::parallel_pipeline(
@@ -140,6 +178,8 @@ void tokenize_to_store(const MakeShardsOptions& o, const Tokenizer& tok, TextDoc
               batch->docs.push_back(std::move(doc));
             }
             if (batch->docs.empty()) fc.stop();
+            batch->text_bytes = bytes;
+            batch->end_bytes = reader.bytes_read();
             return batch;
           }) &
           tbb::make_filter<std::shared_ptr<Batch>, std::shared_ptr<Batch>>(
@@ -177,7 +217,13 @@ void tokenize_to_store(const MakeShardsOptions& o, const Tokenizer& tok, TextDoc
           tbb::make_filter<std::shared_ptr<Batch>, void>(tbb::filter_mode::serial_in_order,
                                                          [&](std::shared_ptr<Batch> batch) {
                                                            for (const auto& d : batch->out) writer.add_document(d);
-                                                           progress.set(reader.bytes_read());
+                                                           input_documents += batch->docs.size();
+                                                           text_since_checkpoint += batch->text_bytes;
+                                                           if (text_since_checkpoint >= o.checkpoint_bytes) {
+                                                             writer.checkpoint(input_documents, key);
+                                                             text_since_checkpoint = 0;
+                                                           }
+                                                           progress.set(batch->end_bytes);
                                                            progress.set_note(cat(writer.documents(), " documents, ",
                                                                                  writer.tokens(), " tokens"));
                                                          }));
@@ -517,7 +563,7 @@ void bert_counter_split(const MakeShardsOptions& o, const Tokenizer& tok, const 
     } catch (const std::exception&) {
     }
   }
-  const auto t_spill = std::chrono::steady_clock::now();
+  const StageClock spill_clock;
   if (!spilled) {
     std::filesystem::remove_all(spill_dir);
     make_dirs(spill_dir);
@@ -594,8 +640,8 @@ void bert_counter_split(const MakeShardsOptions& o, const Tokenizer& tok, const 
     write_file_atomic(spill_meta, nlohmann::json({{"key", key}, {"format", kSpillFormat}, {"counts", counts}}).dump() + "\n");
   }
 
-  stats.instances_seconds += seconds_since(t_spill);
-  const auto t_write = std::chrono::steady_clock::now();
+  spill_clock.add_to(stats.instances_seconds, stats.instances_cpu_seconds);
+  const StageClock write_clock;
   const uint64_t total = std::accumulate(counts.begin(), counts.end(), uint64_t{0});
   (valid ? stats.valid_instances : stats.instances) += total;
   ShardSeries series(split_dir(o, valid), ".hdf5", base_manifest(o, tok, key, kFormatBertHdf5),
@@ -622,7 +668,7 @@ void bert_counter_split(const MakeShardsOptions& o, const Tokenizer& tok, const 
   filler.finish();
   progress.finish();
   stats.shards += series.count();
-  stats.write_seconds += seconds_since(t_write);
+  write_clock.add_to(stats.write_seconds, stats.write_cpu_seconds);
   series.finish(stats.to_json(o.bert.seq_len));
 }
 
@@ -636,10 +682,10 @@ void bert_python(const MakeShardsOptions& o, const Tokenizer& tok, const BertMas
       corpus.documents[d].emplace_back(s.begin(), s.end());
     }
   log_info("--rng python: building instances sequentially, as create_pretraining_data.py does");
-  const auto t_instances = std::chrono::steady_clock::now();
+  const StageClock instances_clock;
   auto instances = create_training_instances_python(corpus, o.bert, vocab, o.dupe_factor, int64_t(o.seed));
-  stats.instances_seconds = seconds_since(t_instances);
-  const auto t_write = std::chrono::steady_clock::now();
+  instances_clock.add_to(stats.instances_seconds, stats.instances_cpu_seconds);
+  const StageClock write_clock;
   stats.instances = instances.size();
   stats.train_documents = store.num_documents();
   ShardSeries series(split_dir(o, false), ".hdf5", base_manifest(o, tok, key, kFormatBertHdf5),
@@ -655,7 +701,7 @@ void bert_python(const MakeShardsOptions& o, const Tokenizer& tok, const BertMas
   }
   filler.finish();
   stats.shards = series.count();
-  stats.write_seconds = seconds_since(t_write);
+  write_clock.add_to(stats.write_seconds, stats.write_cpu_seconds);
   series.finish(stats.to_json(o.bert.seq_len));
 }
 
@@ -675,7 +721,7 @@ void gpt_split(const MakeShardsOptions& o, const Tokenizer& tok, const TokenStor
   ShardSeries series(split_dir(o, valid), megatron ? ".bin" : ".llmc.bin",
                      base_manifest(o, tok, key, megatron ? kFormatMegatron : kFormatLlmc), sizes, o.resume,
                      o.stop_after_shards);
-  const auto t_write = std::chrono::steady_clock::now();
+  const StageClock write_clock;
   const MegatronDType dtype = megatron_optimal_dtype(tok.vocab_size());
   const LlmcFormat llmc_format = tok.vocab_size() <= 65536 ? LlmcFormat::gpt2 : LlmcFormat::llama3;
   Progress progress(valid ? "gpt shards (valid)" : "gpt shards", docs.size());
@@ -712,7 +758,7 @@ void gpt_split(const MakeShardsOptions& o, const Tokenizer& tok, const TokenStor
   }
   progress.finish();
   stats.shards += series.count();
-  stats.write_seconds += seconds_since(t_write);
+  write_clock.add_to(stats.write_seconds, stats.write_cpu_seconds);
   series.finish(stats.to_json(0));
 }
 
@@ -752,9 +798,9 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
   if (o.resume && TokenStore::complete(store_dir, skey)) {
     log_info("--resume: the token store is complete; not tokenizing again");
   } else {
-    const auto t_tok = std::chrono::steady_clock::now();
+    const StageClock clock;
     tokenize_to_store(o, *tok, reader, store_dir, skey);
-    stats.tokenize_seconds = seconds_since(t_tok);
+    clock.add_to(stats.tokenize_seconds, stats.tokenize_cpu_seconds);
   }
   TokenStore store(store_dir);
   stats.documents = store.num_documents();

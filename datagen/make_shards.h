@@ -7,7 +7,8 @@
 //
 // Stages, each resumable, in <output>/.work/ until the end:
 //   1. tokenize: documents (text format or document shards; see text_documents.h) → sentences
-//      (ICU, for bert) → token ids, in parallel, in order → a token store on disk (token_store.h).
+//      (ICU, for bert) → token ids, in parallel, in order → a token store on disk (token_store.h),
+//      checkpointed every --checkpoint-bytes of input; --resume skips the documents checkpointed.
 //   2. bert: instances per (document, pass) in parallel, each from its own counter-based RNG
 //      stream, scattered to spill buckets by a seeded hash of (pass, document, instance);
 //      gpt: a seeded permutation of the documents.
@@ -60,6 +61,9 @@ struct MakeShardsOptions {
   std::vector<std::string> args;  // the command line, for the manifest
   // Tests: stop as a kill would after this many shards are committed (0: never).
   int stop_after_shards = 0;
+  // Tokenize: a checkpoint (the store flushed, progress.json rewritten) after about this many
+  // bytes of document text, from which --resume continues. Tests make it small.
+  uint64_t checkpoint_bytes = uint64_t{64} << 20;
 };
 
 struct MakeShardsStats {
@@ -76,6 +80,9 @@ struct MakeShardsStats {
   // Wall time per stage: tokenize (incl. sentence splitting), instances (bert: generate and spill),
   // write (bert: shuffle buckets and write shards; gpt: write shards).
   double tokenize_seconds = 0, instances_seconds = 0, write_seconds = 0;
+  // The same stages in CPU seconds of the whole process (user + system): on a shared machine the
+  // least distorted measure of work, and CPU / wall is how many threads a stage kept busy.
+  double tokenize_cpu_seconds = 0, instances_cpu_seconds = 0, write_cpu_seconds = 0;
   nlohmann::json to_json(int seq_len) const;          // with the derived shares
 };
 

@@ -1,14 +1,57 @@
 #include "datagen/token_store.h"
 
+#include <cstdio>
+
 #include "common/error.h"
 
 namespace pretrain {
 
-TokenStoreWriter::TokenStoreWriter(const std::string& dir)
+namespace {
+std::string progress_path(const std::string& dir) { return path_join(dir, "progress.json"); }
+}  // namespace
+
+TokenStoreWriter::TokenStoreWriter(const std::string& dir) : TokenStoreWriter(dir, Checkpoint{}) {
+  std::remove(progress_path(dir).c_str());  // a checkpoint of another run must not describe these files
+}
+
+TokenStoreWriter::TokenStoreWriter(const std::string& dir, const Checkpoint& from)
     : dir_(dir),
-      tokens_file_(path_join(dir, "tokens.bin")),
-      sentences_file_(path_join(dir, "sentences.bin")),
-      documents_file_(path_join(dir, "documents.bin")) {}
+      tokens_file_(AtomicFile::resumable(path_join(dir, "tokens.bin"), from.tokens * sizeof(TokenId32))),
+      sentences_file_(AtomicFile::resumable(path_join(dir, "sentences.bin"), from.sentences * 8)),
+      documents_file_(AtomicFile::resumable(path_join(dir, "documents.bin"), from.documents * 8)),
+      documents_(from.documents),
+      sentences_(from.sentences),
+      tokens_(from.tokens) {}
+
+std::optional<TokenStoreWriter::Checkpoint> TokenStoreWriter::resume_point(const std::string& dir,
+                                                                           const nlohmann::json& key) {
+  if (!file_exists(progress_path(dir))) return std::nullopt;
+  try {
+    nlohmann::json p = nlohmann::json::parse(read_file(progress_path(dir)));
+    if (p.at("key") != key) return std::nullopt;
+    Checkpoint c{p.at("documents").get<uint64_t>(), p.at("sentences").get<uint64_t>(), p.at("tokens").get<uint64_t>(),
+                 p.at("input_documents").get<uint64_t>()};
+    auto holds = [&](const char* name, uint64_t bytes) {
+      const std::string path = path_join(dir, std::string(name) + ".partial");
+      return file_exists(path) && file_size(path) >= bytes;
+    };
+    if (!holds("tokens.bin", c.tokens * sizeof(TokenId32)) || !holds("sentences.bin", c.sentences * 8) ||
+        !holds("documents.bin", c.documents * 8))
+      return std::nullopt;
+    return c;
+  } catch (const std::exception&) {
+    return std::nullopt;  // damaged: tokenize from the start
+  }
+}
+
+void TokenStoreWriter::checkpoint(uint64_t input_documents, const nlohmann::json& key) {
+  tokens_file_.flush();
+  sentences_file_.flush();
+  documents_file_.flush();
+  nlohmann::json p = {{"key", key},         {"documents", documents_}, {"sentences", sentences_},
+                      {"tokens", tokens_},  {"input_documents", input_documents}};
+  write_file_atomic(progress_path(dir_), p.dump() + "\n");
+}
 
 void TokenStoreWriter::add_document(const std::vector<std::vector<TokenId32>>& sentences) {
   uint64_t kept = 0;
@@ -31,6 +74,7 @@ void TokenStoreWriter::commit(const nlohmann::json& key) {
   documents_file_.commit();
   nlohmann::json meta = {{"key", key}, {"documents", documents_}, {"sentences", sentences_}, {"tokens", tokens_}};
   write_file_atomic(path_join(dir_, "store.json"), meta.dump(2) + "\n");
+  std::remove(progress_path(dir_).c_str());
 }
 
 bool TokenStore::complete(const std::string& dir, const nlohmann::json& key) {

@@ -5,11 +5,15 @@
 //   <dir>/sentences.bin  uint64 end offset (in tokens) of each sentence
 //   <dir>/documents.bin  uint64 end index (in sentences) of each document
 //   <dir>/store.json     counts and the caller's key; written last, so its presence means the
-//                        three files are whole (each is also written to a temp name and renamed)
+//                        three files are whole (each is written as <name>.partial and renamed)
+//   <dir>/progress.json  while the store is being written: the counts at the last checkpoint and
+//                        how many input documents they cover, so an interrupted run continues
+//                        from there (the .partial files are cut back to the checkpoint)
 #pragma once
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,9 +27,22 @@ namespace pretrain {
 
 class TokenStoreWriter {
  public:
+  // What a checkpoint records: the store's counts, and how many input documents (empty ones
+  // included) they hold.
+  struct Checkpoint {
+    uint64_t documents = 0, sentences = 0, tokens = 0, input_documents = 0;
+  };
+  // A new store (any earlier partial files are emptied).
   explicit TokenStoreWriter(const std::string& dir);
+  // Continues the partial store at `from` (from resume_point()).
+  TokenStoreWriter(const std::string& dir, const Checkpoint& from);
+  // The last checkpoint of a partial store made with `key`, when its files still hold it.
+  static std::optional<Checkpoint> resume_point(const std::string& dir, const nlohmann::json& key);
   // A document without sentences is skipped (the Python script drops empty documents too).
   void add_document(const std::vector<std::vector<TokenId32>>& sentences);
+  // Makes everything added so far, which covers the first `input_documents` input documents,
+  // survive a kill: flushes the files, then rewrites progress.json.
+  void checkpoint(uint64_t input_documents, const nlohmann::json& key);
   // Renames the files into place and writes store.json with `key` (what made the store: inputs,
   // tokenizer hash, options), which a resumed run compares before it reuses the store.
   void commit(const nlohmann::json& key);

@@ -46,6 +46,31 @@ TEST(AtomicFile, RemovedWhenNotCommitted) {
   EXPECT_FALSE(file_exists(tmp));
 }
 
+// A resumable file keeps what was flushed when its writer goes away (as a killed run's would),
+// continues from the length it is given, and refuses a length it does not hold.
+TEST(AtomicFile, ResumableKeepsFlushedBytesAndContinuesFromAGivenLength) {
+  TempDir dir;
+  std::string path = dir.file("tokens.bin");
+  {
+    AtomicFile f = AtomicFile::resumable(path, 0);
+    EXPECT_EQ(f.tmp_path(), path + ".partial");
+    f.write("checkpointed");
+    f.flush();
+    f.write("lost");  // never flushed: a kill would lose it
+  }
+  EXPECT_EQ(read_file(path + ".partial"), "checkpointed");
+  EXPECT_FALSE(file_exists(path));
+  EXPECT_THROW(AtomicFile::resumable(path, 13), Error);
+  {
+    AtomicFile f = AtomicFile::resumable(path, 5);  // the last checkpoint said 5 bytes
+    EXPECT_EQ(f.bytes_written(), 5u);
+    f.write(" and the rest");
+    f.commit();
+  }
+  EXPECT_EQ(read_file(path), "check and the rest");
+  EXPECT_FALSE(file_exists(path + ".partial"));
+}
+
 TEST(AtomicFile, LargeAndSmallWritesKeepOrder) {
   TempDir dir;
   std::string path = dir.file("o");

@@ -6,13 +6,17 @@
   sorted inside the sequence, never on CLS/SEP, labels = the original tokens); statistics within the
   issue's bounds (masked 15% ± 0.5%, 80/10/10 ± 2%, NSP random 50% ± 2%, short targets ≈ 10%).
 - Interrupted after one shard, then --resume: the same bytes as an uninterrupted run.
+- Killed (SIGKILL) while tokenizing, then --resume: it continues from the last checkpoint (not
+  from the start) and gives the same bytes as an uninterrupted run.
 - GPT: Megatron and llm.c outputs hold every document once, each ending in EOD; valid split.
 - Bad input: a vocabulary without [MASK], a corrupt input: exit 1 naming the file, no shard left."""
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
 import compat_util as cu  # noqa: E402
@@ -130,6 +134,39 @@ def bert_checks(data, tmp):
         fail("the work directory is left behind")
 
 
+def tokenize_resume_checks(data, tmp):
+    vocab = os.path.join(data, "vocab", "bert-base-uncased-vocab.txt")
+    # The excerpt 12 times (~30 MB, ~12 batches of input): long enough to kill mid-tokenize.
+    text = os.path.join(tmp, "big.jsonl")
+    with open(os.path.join(data, ENWIKI), encoding="utf-8") as f:
+        docs = [json.loads(line) for line in f]
+    with open(text, "w", encoding="utf-8") as f:
+        for r in range(12):
+            for i, d in enumerate(docs):
+                f.write(json.dumps({"id": f"{r}-{i}", "url": "", "title": d["title"], "text": d["text"]}) + "\n")
+    common = ["--model", "bert", "-i", text, "--tokenizer", vocab, "--dupe-factor", 1, "--num-shards", 2,
+              "--threads", 1, "--checkpoint-bytes", 1]
+    whole = os.path.join(tmp, "tok-whole")
+    run(*common, "-o", whole, "--quiet")
+    cut = os.path.join(tmp, "tok-cut")
+    progress = os.path.join(cut, ".work", "store", "progress.json")
+    p = subprocess.Popen([EXE, *map(str, common), "-o", cut, "--quiet"])
+    while not os.path.exists(progress) and p.poll() is None:
+        time.sleep(0.002)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    if os.path.exists(os.path.join(cut, ".work", "store", "store.json")) or not os.path.exists(progress):
+        fail("the kill did not land inside the tokenize stage (after its first checkpoint)")
+    with open(progress) as f:
+        done = json.load(f)["input_documents"]
+    r = run(*common, "-o", cut, "--resume")
+    if f"tokenizing from input document {done}" not in r.stderr or done == 0:
+        fail(f"the resumed run did not continue from the checkpoint ({done} documents):\n{r.stderr}")
+    if files_bytes(cut, "train-*.hdf5") != files_bytes(whole, "train-*.hdf5"):
+        fail("a run killed while tokenizing and resumed differs from an uninterrupted one")
+    print(f"tokenize: killed after a checkpoint at {done} of {12 * len(docs)} documents, resumed there, same bytes")
+
+
 def gpt_checks(data, tmp):
     encoder = os.path.join(data, "vocab", "gpt2-encoder.json")
     text = os.path.join(data, ENWIKI)
@@ -198,6 +235,7 @@ def main():
         if not data:
             cu.skip("shared data not found: only the CLI and bad-input checks ran")
         bert_checks(data, tmp)
+        tokenize_resume_checks(data, tmp)
         gpt_checks(data, tmp)
 
 
