@@ -15,8 +15,10 @@
 //   3. bert: each bucket loaded, shuffled in memory and dealt in order into shards of equal size
 //      (±1); gpt: documents written in permuted order. Shards appear atomically one by one, and the
 //      manifest is rewritten after each (complete=false), so --resume skips the ones written.
-// Memory: the store is mapped, a bucket is at most ~256 MiB, so peak RSS does not grow with the
-// corpus. Output bytes depend only on inputs, tokenizer, options and seed — never on --threads.
+// Memory: the store is mapped and releases its pages past a 1 GiB resident budget (random reads
+// map 2 MiB folios: token_store.h), a bucket is ~256 MiB, so peak RSS does not grow with the
+// corpus (--rng python excepted: it holds the corpus, as the Python script does). Output bytes
+// depend only on inputs, tokenizer, options and seed — never on --threads.
 //
 // `rng = python` instead runs the Python script's sequential algorithm with CPython's Mersenne
 // Twister over the whole corpus in memory: same input, vocabulary and seed give the records of
