@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   app.add_flag("--keep-work", o.keep_work, "keep <output>/.work (token store, spill buckets)");
   app.add_option("--stop-after-shards", o.stop_after_shards)->group("");  // tests: stop as a kill would
   app.add_option("--checkpoint-bytes", o.checkpoint_bytes)->group("");    // tests: tokenize checkpoints this often
+  app.add_option("--store-budget-bytes", o.store_resident_budget)->group("");  // tests: the store's RSS budget
   for (int i = 1; i < argc; ++i) o.args.emplace_back(argv[i]);
   return run_tool(app, argc, argv, [&] {
     o.model = model == "gpt" ? ShardModel::gpt : ShardModel::bert;

@@ -235,12 +235,19 @@ void tokenize_to_store(const MakeShardsOptions& o, const Tokenizer& tok, TextDoc
 // Documents of one split (train or valid) of the store, renumbered 0..n-1; global ids kept for
 // the RNG streams, so a document's instances do not depend on which other documents share its split.
 
+// A store larger than its resident budget is read through pread windows (TokenStore::read_sentence):
+// through the map, each random next-sentence read that lands on a released region costs a fault.
+// Instances of 512 MB of text, 1 thread, CPU s: 5.6 all mapped (the store fits its budget), 17.0
+// mapped with a 64 MiB budget, 7.7 through windows with the same budget.
 class SplitCorpus final : public DocumentCorpus {
  public:
-  SplitCorpus(const TokenStore& store, std::vector<uint32_t> docs) : store_(store), docs_(std::move(docs)) {}
+  SplitCorpus(const TokenStore& store, std::vector<uint32_t> docs, uint64_t resident_budget)
+      : store_(store), docs_(std::move(docs)), windowed_(store.num_tokens() * sizeof(TokenId32) > resident_budget) {}
   size_t num_documents() const override { return docs_.size(); }
   size_t num_sentences(size_t d) const override { return store_.num_sentences(docs_[d]); }
-  std::span<const TokenId32> sentence(size_t d, size_t i) const override { return store_.sentence(docs_[d], i); }
+  std::span<const TokenId32> sentence(size_t d, size_t i) const override {
+    return windowed_ ? store_.read_sentence(docs_[d], i) : store_.sentence(docs_[d], i);
+  }
   uint32_t global(size_t d) const { return docs_[d]; }
   void release_pages() const { store_.release_pages(); }
   uint64_t tokens() const {
@@ -252,6 +259,7 @@ class SplitCorpus final : public DocumentCorpus {
  private:
   const TokenStore& store_;
   std::vector<uint32_t> docs_;
+  bool windowed_;
 };
 
 bool is_valid_document(const MakeShardsOptions& o, uint32_t d) {
@@ -802,7 +810,7 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
     tokenize_to_store(o, *tok, reader, store_dir, skey);
     clock.add_to(stats.tokenize_seconds, stats.tokenize_cpu_seconds);
   }
-  TokenStore store(store_dir);
+  TokenStore store(store_dir, o.store_resident_budget);
   stats.documents = store.num_documents();
   stats.sentences = store.total_sentences();
   stats.tokens = store.num_tokens();
@@ -827,9 +835,9 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
       gpt_split(o, *tok, store, train, run_key(o, skey, false), false, stats);
       if (!valid.empty()) gpt_split(o, *tok, store, valid, run_key(o, skey, true), true, stats);
     } else {
-      bert_counter_split(o, *tok, vocab, SplitCorpus(store, train), work, run_key(o, skey, false), false, stats);
+      bert_counter_split(o, *tok, vocab, SplitCorpus(store, train, o.store_resident_budget), work, run_key(o, skey, false), false, stats);
       if (!valid.empty())
-        bert_counter_split(o, *tok, vocab, SplitCorpus(store, valid), work, run_key(o, skey, true), true, stats);
+        bert_counter_split(o, *tok, vocab, SplitCorpus(store, valid, o.store_resident_budget), work, run_key(o, skey, true), true, stats);
     }
   }
   stats.seconds = seconds_since(t0);

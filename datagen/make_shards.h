@@ -31,6 +31,7 @@
 
 #include "common/error.h"
 #include "datagen/bert_instances.h"
+#include "datagen/token_store.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pretrain {
@@ -66,6 +67,8 @@ struct MakeShardsOptions {
   // Tokenize: a checkpoint (the store flushed, progress.json rewritten) after about this many
   // bytes of document text, from which --resume continues. Tests make it small.
   uint64_t checkpoint_bytes = uint64_t{64} << 20;
+  // The token store's resident budget (token_store.h); tests and measurements change it.
+  uint64_t store_resident_budget = TokenStore::kResidentBudget;
 };
 
 struct MakeShardsStats {

@@ -1,5 +1,9 @@
 #include "datagen/token_store.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 
 #include "common/error.h"
@@ -91,6 +95,10 @@ bool TokenStore::complete(const std::string& dir, const nlohmann::json& key) {
   }
 }
 
+namespace {
+std::atomic<uint64_t> next_store_id{1};
+}  // namespace
+
 TokenStore::TokenStore(const std::string& dir, uint64_t resident_budget)
     : tokens_file_(path_join(dir, "tokens.bin")),
       sentences_file_(path_join(dir, "sentences.bin")),
@@ -115,6 +123,79 @@ TokenStore::TokenStore(const std::string& dir, uint64_t resident_budget)
   }
   if (prev > sentence_ends_.size()) throw Error(Where{documents_file_.path()}, "document ends past the sentence file");
   release_pages();  // the checks above touched every sentence end
+  id_ = next_store_id.fetch_add(1);
+  tokens_fd_ = ::open(tokens_file_.path().c_str(), O_RDONLY | O_CLOEXEC);
+  sentences_fd_ = ::open(sentences_file_.path().c_str(), O_RDONLY | O_CLOEXEC);
+  if (tokens_fd_ < 0 || sentences_fd_ < 0) {
+    if (tokens_fd_ >= 0) ::close(tokens_fd_);
+    throw_errno("cannot open", tokens_fd_ < 0 ? tokens_file_.path() : sentences_file_.path());
+  }
+}
+
+TokenStore::~TokenStore() {
+  ::close(tokens_fd_);
+  ::close(sentences_fd_);
+}
+
+namespace {
+void pread_all(int fd, void* out, size_t bytes, uint64_t offset, const std::string& path) {
+  char* p = static_cast<char*>(out);
+  while (bytes) {
+    ssize_t got = ::pread(fd, p, bytes, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) throw_errno("cannot read", path);
+    p += got, bytes -= static_cast<size_t>(got), offset += static_cast<uint64_t>(got);
+  }
+}
+}  // namespace
+
+void TokenStore::read_sentence_bounds(uint64_t s0, size_t n, uint64_t* ends) const {
+  if (s0 + n > sentence_ends_.size()) throw Error(Where{sentences_file_.path()}, "sentence index past the store");
+  if (s0 == 0) {
+    ends[0] = 0;
+    pread_all(sentences_fd_, ends + 1, n * 8, 0, sentences_file_.path());
+  } else {
+    pread_all(sentences_fd_, ends, (n + 1) * 8, (s0 - 1) * 8, sentences_file_.path());
+  }
+}
+
+std::span<const TokenId32> TokenStore::read_sentence(size_t d, size_t i) const {
+  struct Window {
+    uint64_t store = 0, doc = 0, first = 0, count = 0, used = 0;  // sentences [first, first + count) of doc
+    std::vector<uint64_t> ends;
+    std::vector<TokenId32> tokens;
+  };
+  constexpr size_t kSentences = 32, kTokens = 16384;
+  thread_local Window windows[2];
+  thread_local uint64_t clock = 0;
+  ++clock;
+  for (Window& w : windows)
+    if (w.store == id_ && w.doc == d && i >= w.first && i < w.first + w.count) {
+      w.used = clock;
+      const uint64_t b = w.ends[i - w.first], e = w.ends[i - w.first + 1];
+      return {w.tokens.data() + (b - w.ends[0]), e - b};
+    }
+  if (i >= num_sentences(d)) throw Error(cat("internal: sentence ", i, " of a ", num_sentences(d), "-sentence document"));
+  Window& w = windows[0].used <= windows[1].used ? windows[0] : windows[1];
+  w.store = 0;  // not valid until filled
+  const size_t n = std::min(kSentences, num_sentences(d) - i);
+  w.ends.resize(n + 1);
+  read_sentence_bounds(first_sentence(d) + i, n, w.ends.data());
+  size_t keep = 1;  // whole sentences up to kTokens, at least one
+  for (size_t k = 0; k < n; ++k) {
+    if (w.ends[k + 1] <= w.ends[k] || w.ends[k + 1] > tokens_.size())
+      throw Error(Where::at_record(sentences_file_.path(), int64_t(first_sentence(d) + i + k)), "sentence ends must rise");
+    if (k > 0 && w.ends[k + 1] - w.ends[0] <= kTokens) keep = k + 1;
+  }
+  w.tokens.resize(w.ends[keep] - w.ends[0]);
+  read_tokens(w.ends[0], w.ends[keep], w.tokens.data());
+  w.store = id_, w.doc = d, w.first = i, w.count = keep, w.used = clock;
+  return {w.tokens.data(), w.ends[1] - w.ends[0]};
+}
+
+void TokenStore::read_tokens(uint64_t begin, uint64_t end, TokenId32* out) const {
+  if (begin > end || end > tokens_.size()) throw Error(Where{tokens_file_.path()}, "token range past the store");
+  pread_all(tokens_fd_, out, (end - begin) * sizeof(TokenId32), begin * sizeof(TokenId32), tokens_file_.path());
 }
 
 TokenStore::Regions::Regions(uint64_t bytes)

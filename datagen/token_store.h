@@ -60,6 +60,9 @@ class TokenStore final : public DocumentCorpus {
  public:
   // resident_budget: see release_pages(); tests pass a small one.
   explicit TokenStore(const std::string& dir, uint64_t resident_budget = kResidentBudget);
+  ~TokenStore() override;
+  TokenStore(const TokenStore&) = delete;
+  TokenStore& operator=(const TokenStore&) = delete;
   // True when dir holds a complete store made with `key`.
   static bool complete(const std::string& dir, const nlohmann::json& key);
 
@@ -79,6 +82,21 @@ class TokenStore final : public DocumentCorpus {
   void release_pages() const;
   static constexpr uint64_t kResidentBudget = uint64_t{1} << 30;
 
+  // Reads without the maps (pread): for random access to a store larger than the budget, where a
+  // mapped read costs a fault (~5 µs, mapping a large folio) each time it lands on a released
+  // region. The first sentence of document d and that document's sentence count come from here
+  // too. ends[k] = end (in tokens) of sentence s0 + k - 1, for k in [0, n]: ends[0] is where
+  // sentence s0 begins.
+  uint64_t first_sentence(size_t d) const { return document_begin(d); }
+  void read_sentence_bounds(uint64_t s0, size_t n, uint64_t* ends) const;
+  void read_tokens(uint64_t begin, uint64_t end, TokenId32* out) const;
+  // sentence(d, i) through pread into two windows per thread (a few dozen sentences each, the
+  // least recently used one refilled on a miss): one follows the document being cut into
+  // instances, the other the random documents its next-sentence pairs draw. The span stays valid
+  // until this thread's next read_sentence() (create_instances_from_document copies each span
+  // before it asks for the next).
+  std::span<const TokenId32> read_sentence(size_t d, size_t i) const;
+
  private:
   size_t document_begin(size_t d) const { return d ? documents_[d - 1] : 0; }
   size_t document_end(size_t d) const { return documents_[d]; }
@@ -97,6 +115,8 @@ class TokenStore final : public DocumentCorpus {
     void clear();
   };
   MappedFile tokens_file_, sentences_file_, documents_file_;
+  int tokens_fd_ = -1, sentences_fd_ = -1;  // for the pread path
+  uint64_t id_ = 0;                          // tells this store's windows from another's
   uint64_t resident_budget_;
   mutable std::atomic<uint64_t> touched_{0};
   mutable Regions token_regions_, sentence_regions_;

@@ -147,5 +147,5 @@ if r:
     scale = 20 * 1024 / text_mb / 16
     proj = scale * (c_tok + (c_inst + c_write) * 5 / dupe)
     print(f"\nprojection, enwiki 20 GB, BERT seq 128, dupe 5, gzip 4, 16 cores (CPU seconds / 16): "
-          f"{proj / 60:.0f} min (tokenize {scale * c_tok / 60:.0f} min, instances+write {scale * (c_inst + c_write) * 5 / dupe / 60:.0f} min)")
+          f"{proj / 60:.1f} min (tokenize {scale * c_tok / 60:.1f} min, instances+write {scale * (c_inst + c_write) * 5 / dupe / 60:.1f} min)")
 PY

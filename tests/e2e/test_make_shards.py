@@ -1,7 +1,8 @@
 """make-pretraining-shards end to end, on the real English Wikipedia excerpt's wikiextractor text
 (../shared/data) and, without shared data, on our bundled sample:
 
-- BERT with the counter RNG: byte-identical shards at 1 and 2 threads; equal shard sizes (±1);
+- BERT with the counter RNG: byte-identical shards at 1 and 2 threads, and with the token store read
+  through pread windows (a store past its resident budget); equal shard sizes (±1);
   h5py reads every shard and every record is well formed (CLS/SEP where they belong, positions
   sorted inside the sequence, never on CLS/SEP, labels = the original tokens); statistics within the
   issue's bounds (masked 15% ± 0.5%, 80/10/10 ± 2%, NSP random 50% ± 2%, short targets ≈ 10%).
@@ -91,6 +92,11 @@ def bert_checks(data, tmp):
     a, b = files_bytes(one, "train-*.hdf5"), files_bytes(two, "train-*.hdf5")
     if not a or a != b:
         fail("BERT shards differ between 1 and 2 threads")
+    # A store past its resident budget is read through pread windows instead of the map: same bytes.
+    windowed = os.path.join(tmp, "windowed")
+    run(*common, "-o", windowed, "--threads", 2, "--store-budget-bytes", 1)
+    if files_bytes(windowed, "train-*.hdf5") != a:
+        fail("BERT shards differ when the token store is read through pread windows")
     m = manifest(one)
     sizes = [s["records"] for s in m["shards"]]
     if max(sizes) - min(sizes) > 1:
