@@ -26,15 +26,36 @@ AtomicFile::AtomicFile(std::string path, bool open_fd)
   }
 }
 
+AtomicFile AtomicFile::resumable(std::string path, uint64_t keep) {
+  AtomicFile f(path, path + ".partial");
+  f.keep_ = true;
+  f.fd_ = ::open(f.tmp_path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (f.fd_ < 0) throw_errno("cannot open", f.tmp_path_);
+  struct stat st {};
+  if (::fstat(f.fd_, &st) != 0) throw_errno("cannot stat", f.tmp_path_);
+  if (static_cast<uint64_t>(st.st_size) < keep)
+    throw Error(Where{f.tmp_path_}, cat("expected at least ", keep, " bytes to continue from, found ", st.st_size));
+  if (::ftruncate(f.fd_, static_cast<off_t>(keep)) != 0) throw_errno("cannot truncate", f.tmp_path_);
+  if (::lseek(f.fd_, 0, SEEK_END) < 0) throw_errno("cannot seek", f.tmp_path_);
+  f.written_ = keep;
+  f.buffer_.reserve(kBufferBytes);
+  return f;
+}
+
 AtomicFile::AtomicFile(AtomicFile&& o) noexcept
-    : path_(std::move(o.path_)), tmp_path_(std::move(o.tmp_path_)), fd_(o.fd_), done_(o.done_),
+    : path_(std::move(o.path_)), tmp_path_(std::move(o.tmp_path_)), fd_(o.fd_), done_(o.done_), keep_(o.keep_),
       written_(o.written_), buffer_(std::move(o.buffer_)) {
   o.fd_ = -1;
   o.done_ = true;
 }
 
 AtomicFile::~AtomicFile() {
-  if (!done_) abandon();
+  if (done_) return;
+  if (!keep_) {
+    abandon();
+  } else if (fd_ >= 0) {
+    ::close(fd_);  // what was flushed stays for the next run; the rest was never promised
+  }
 }
 
 void AtomicFile::write(const void* data, size_t n) {

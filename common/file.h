@@ -14,7 +14,12 @@ class AtomicFile {
  public:
   // open_fd = false for writers that open the temp path themselves (HDF5).
   explicit AtomicFile(std::string path, bool open_fd = true);
-  ~AtomicFile();  // removes the temp file unless commit() ran
+  // For outputs made in steps that a later run continues: the temp file is `path`.partial, a
+  // fixed name that outlives the process (never removed by the destructor), cut to its first
+  // `keep` bytes and appended to. Throws when it holds fewer than `keep` bytes. flush() makes the
+  // bytes written so far safe from a kill of the process.
+  static AtomicFile resumable(std::string path, uint64_t keep);
+  ~AtomicFile();  // removes the temp file unless commit() ran (or it is resumable)
   AtomicFile(AtomicFile&& other) noexcept;
   AtomicFile& operator=(AtomicFile&&) = delete;
   AtomicFile(const AtomicFile&) = delete;
@@ -34,9 +39,11 @@ class AtomicFile {
   void abandon();  // remove the temp file now
 
  private:
+  AtomicFile(std::string path, std::string tmp_path) : path_(std::move(path)), tmp_path_(std::move(tmp_path)) {}
   std::string path_, tmp_path_;
   int fd_ = -1;
   bool done_ = false;
+  bool keep_ = false;  // resumable: the destructor closes the temp file and leaves it
   uint64_t written_ = 0;
   std::vector<char> buffer_;
 };

@@ -3,6 +3,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/error.h"
@@ -12,10 +13,20 @@ namespace pretrain {
 
 uint64_t xxh3_bytes(const void* data, size_t n, uint64_t seed) { return XXH3_64bits_withSeed(data, n, seed); }
 
+// Streams through the map a piece at a time, dropping each piece from the resident set once
+// hashed: a whole-file hash of a multi-GB shard would otherwise map all of it (peak RSS grew by the
+// largest shard's size). The streaming state gives the same value as XXH3_64bits over the whole.
 uint64_t xxh3_file(const std::string& path) {
   MappedFile map(path);
   map.advise_sequential();
-  return XXH3_64bits(map.data(), map.size());
+  constexpr size_t kPiece = size_t{64} << 20;
+  if (map.size() <= kPiece) return XXH3_64bits(map.data(), map.size());
+  Xxh3Stream stream;
+  for (size_t at = 0; at < map.size(); at += kPiece) {
+    stream.update(map.data() + at, std::min(kPiece, map.size() - at));
+    map.release_pages();
+  }
+  return stream.digest();
 }
 
 std::string hex64(uint64_t v) {

@@ -36,7 +36,8 @@ struct BertMaskVocab {
   std::vector<bool> is_continuation;
 };
 
-// Read access to tokenized documents: document d is a list of sentences of token ids.
+// Read access to tokenized documents: document d is a list of sentences of token ids. A span from
+// sentence() may be valid only until the calling thread's next sentence() call.
 class DocumentCorpus {
  public:
   virtual ~DocumentCorpus() = default;

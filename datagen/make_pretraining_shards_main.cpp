@@ -28,6 +28,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--dupe-factor", o.dupe_factor, "BERT: passes over the data, each with other masks")
       ->capture_default_str();
+  app.add_option("--compression-level", o.compression_level,
+                 "BERT: gzip level of the HDF5 chunks, 0-9 (4: as NVIDIA's files; 1: faster, slightly larger files; "
+                 "the records are the same at any level)")
+      ->check(CLI::Range(0, 9))
+      ->capture_default_str();
   app.add_flag("--whole-word-mask", o.bert.whole_word_mask, "BERT: mask whole words (all ## pieces together)");
   app.add_option("--seed", o.seed, "random seed")->capture_default_str();
   app.add_option("--rng", rng,
@@ -50,6 +55,8 @@ int main(int argc, char** argv) {
   app.add_flag("--resume", o.resume, "continue an interrupted run in the output directory (same inputs and options)");
   app.add_flag("--keep-work", o.keep_work, "keep <output>/.work (token store, spill buckets)");
   app.add_option("--stop-after-shards", o.stop_after_shards)->group("");  // tests: stop as a kill would
+  app.add_option("--checkpoint-bytes", o.checkpoint_bytes)->group("");    // tests: tokenize checkpoints this often
+  app.add_option("--store-budget-bytes", o.store_resident_budget)->group("");  // tests: the store's RSS budget
   for (int i = 1; i < argc; ++i) o.args.emplace_back(argv[i]);
   return run_tool(app, argc, argv, [&] {
     o.model = model == "gpt" ? ShardModel::gpt : ShardModel::bert;

@@ -124,7 +124,9 @@ TextDocumentReader::TextDocumentReader(const std::vector<std::string>& inputs) {
 
 TextDocumentReader::~TextDocumentReader() = default;
 
-uint64_t TextDocumentReader::bytes_read() const { return done_bytes_ + (text_ ? text_->bytes : 0); }
+uint64_t TextDocumentReader::bytes_read() const {
+  return done_bytes_ + (text_ ? text_->bytes : 0) + (docs_ ? docs_->bytes_read() : 0);
+}
 uint64_t TextDocumentReader::total_bytes() const { return total_bytes_; }
 
 bool TextDocumentReader::next_text(RawDocument& doc) {

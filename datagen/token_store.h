@@ -5,9 +5,15 @@
 //   <dir>/sentences.bin  uint64 end offset (in tokens) of each sentence
 //   <dir>/documents.bin  uint64 end index (in sentences) of each document
 //   <dir>/store.json     counts and the caller's key; written last, so its presence means the
-//                        three files are whole (each is also written to a temp name and renamed)
+//                        three files are whole (each is written as <name>.partial and renamed)
+//   <dir>/progress.json  while the store is being written: the counts at the last checkpoint and
+//                        how many input documents they cover, so an interrupted run continues
+//                        from there (the .partial files are cut back to the checkpoint)
 #pragma once
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,9 +27,22 @@ namespace pretrain {
 
 class TokenStoreWriter {
  public:
+  // What a checkpoint records: the store's counts, and how many input documents (empty ones
+  // included) they hold.
+  struct Checkpoint {
+    uint64_t documents = 0, sentences = 0, tokens = 0, input_documents = 0;
+  };
+  // A new store (any earlier partial files are emptied).
   explicit TokenStoreWriter(const std::string& dir);
+  // Continues the partial store at `from` (from resume_point()).
+  TokenStoreWriter(const std::string& dir, const Checkpoint& from);
+  // The last checkpoint of a partial store made with `key`, when its files still hold it.
+  static std::optional<Checkpoint> resume_point(const std::string& dir, const nlohmann::json& key);
   // A document without sentences is skipped (the Python script drops empty documents too).
   void add_document(const std::vector<std::vector<TokenId32>>& sentences);
+  // Makes everything added so far, which covers the first `input_documents` input documents,
+  // survive a kill: flushes the files, then rewrites progress.json.
+  void checkpoint(uint64_t input_documents, const nlohmann::json& key);
   // Renames the files into place and writes store.json with `key` (what made the store: inputs,
   // tokenizer hash, options), which a resumed run compares before it reuses the store.
   void commit(const nlohmann::json& key);
@@ -39,7 +58,11 @@ class TokenStoreWriter {
 
 class TokenStore final : public DocumentCorpus {
  public:
-  explicit TokenStore(const std::string& dir);
+  // resident_budget: see release_pages(); tests pass a small one.
+  explicit TokenStore(const std::string& dir, uint64_t resident_budget = kResidentBudget);
+  ~TokenStore() override;
+  TokenStore(const TokenStore&) = delete;
+  TokenStore& operator=(const TokenStore&) = delete;
   // True when dir holds a complete store made with `key`.
   static bool complete(const std::string& dir, const nlohmann::json& key);
 
@@ -50,17 +73,53 @@ class TokenStore final : public DocumentCorpus {
   uint64_t total_sentences() const { return sentence_ends_.size(); }
   // All of document d's tokens, its sentences back to back.
   std::span<const TokenId32> document_tokens(size_t d) const;
-  // Long passes call this now and then so the mapped pages they touched leave the resident set.
-  void release_pages() const {
-    tokens_file_.release_pages();
-    sentences_file_.release_pages();
-  }
+  // Drops the mapped pages from the resident set (they are read again from the page cache when
+  // next touched). sentence() and document_tokens() call it themselves once they have touched
+  // `resident_budget` bytes since the last release, so however large the store and in whatever
+  // order it is read (BERT's random next sentences, GPT's shuffled documents), its share of the
+  // process's RSS stays near that budget. Any thread may call it: the maps are read-only and a
+  // span in use stays valid.
+  void release_pages() const;
+  static constexpr uint64_t kResidentBudget = uint64_t{1} << 30;
+
+  // Reads without the maps (pread): for random access to a store larger than the budget, where a
+  // mapped read costs a fault (~5 µs, mapping a large folio) each time it lands on a released
+  // region. The first sentence of document d and that document's sentence count come from here
+  // too. ends[k] = end (in tokens) of sentence s0 + k - 1, for k in [0, n]: ends[0] is where
+  // sentence s0 begins.
+  uint64_t first_sentence(size_t d) const { return document_begin(d); }
+  void read_sentence_bounds(uint64_t s0, size_t n, uint64_t* ends) const;
+  void read_tokens(uint64_t begin, uint64_t end, TokenId32* out) const;
+  // sentence(d, i) through pread into two windows per thread (a few dozen sentences each, the
+  // least recently used one refilled on a miss): one follows the document being cut into
+  // instances, the other the random documents its next-sentence pairs draw. The span stays valid
+  // until this thread's next read_sentence() (create_instances_from_document copies each span
+  // before it asks for the next).
+  std::span<const TokenId32> read_sentence(size_t d, size_t i) const;
 
  private:
   size_t document_begin(size_t d) const { return d ? documents_[d - 1] : 0; }
   size_t document_end(size_t d) const { return documents_[d]; }
   uint64_t sentence_begin(size_t s) const { return s ? sentence_ends_[s - 1] : 0; }
+  // Counts what reading tokens [begin, end) and sentence end `s` maps, in 2 MiB regions
+  // first touched since the last release: a fault on a file mapping maps the page cache's folio
+  // around the address, and on this kernel (6.x, ext4 large folios) that is up to 2 MiB, so one
+  // random read of a few bytes can add 2 MiB to the RSS.
+  void touch(uint64_t begin, uint64_t end, uint64_t s) const;
+  static constexpr int kRegionShift = 21;  // 2 MiB
+  struct Regions {
+    std::unique_ptr<std::atomic<uint64_t>[]> bits;  // one bit per region touched since the release
+    size_t words = 0;
+    explicit Regions(uint64_t bytes);
+    uint64_t mark(uint64_t first_byte, uint64_t end_byte);  // bytes of regions newly marked
+    void clear();
+  };
   MappedFile tokens_file_, sentences_file_, documents_file_;
+  int tokens_fd_ = -1, sentences_fd_ = -1;  // for the pread path
+  uint64_t id_ = 0;                          // tells this store's windows from another's
+  uint64_t resident_budget_;
+  mutable std::atomic<uint64_t> touched_{0};
+  mutable Regions token_regions_, sentence_regions_;
   std::span<const TokenId32> tokens_;
   std::span<const uint64_t> sentence_ends_;
   std::span<const uint64_t> documents_;

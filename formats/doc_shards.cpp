@@ -278,10 +278,14 @@ class FileDescriptor {
   size_t read(char* buf, size_t n) {
     for (;;) {
       ssize_t got = ::read(fd_, buf, n);
-      if (got >= 0) return static_cast<size_t>(got);
+      if (got >= 0) {
+        consumed_ += static_cast<uint64_t>(got);
+        return static_cast<size_t>(got);
+      }
       if (errno != EINTR) throw_errno("read failed", path_);
     }
   }
+  uint64_t consumed() const { return consumed_; }  // bytes read from the file so far
   // The first bytes of the file, without moving the read position.
   std::string peek(size_t n) const {
     std::string head(n, '\0');
@@ -293,6 +297,7 @@ class FileDescriptor {
  private:
   std::string path_;
   int fd_;
+  uint64_t consumed_ = 0;
 };
 
 class ByteSource {
@@ -436,6 +441,7 @@ std::unique_ptr<ByteSource> open_source(const std::string& path, std::string& co
 class LineReader {
  public:
   explicit LineReader(std::unique_ptr<ByteSource> source) : source_(std::move(source)), buf_(kReadBytes) {}
+  uint64_t file_bytes_read() const { return source_->file().consumed(); }  // compressed, read ahead
 
   bool next(std::string_view& line) {
     bool carried = false;
@@ -795,6 +801,10 @@ void DocReader::finish_file() {
                                          input_->records));
 }
 
+uint64_t DocReader::bytes_read() const {
+  return done_bytes_ + (input_ ? input_->lines->file_bytes_read() : 0);
+}
+
 bool DocReader::next(Document& doc) {
   for (;;) {
     if (!input_ && !open_next_file()) return false;
@@ -803,6 +813,7 @@ bool DocReader::next(Document& doc) {
     bool got = in.lines->next(line);
     if (!got) {
       finish_file();
+      done_bytes_ += in.lines->file_bytes_read();
       input_.reset();
       continue;
     }

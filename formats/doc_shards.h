@@ -115,6 +115,9 @@ class DocReader {
   bool next(Document& doc);
 
   uint64_t documents_read() const { return documents_read_; }
+  // Bytes read from the input files so far (compressed bytes for compressed files; a little ahead
+  // of the documents returned): progress against the files' sizes.
+  uint64_t bytes_read() const;
   uint64_t invalid_utf8_replaced() const { return invalid_utf8_replaced_; }
   const std::string& current_file() const;
   int64_t current_line() const;  // 1-based line of the last record read in current_file()
@@ -133,6 +136,7 @@ class DocReader {
   size_t next_file_ = 0;
   std::unique_ptr<Input> input_;
   uint64_t documents_read_ = 0, invalid_utf8_replaced_ = 0;
+  uint64_t done_bytes_ = 0;  // of the files finished
 };
 
 // Documents in a file or input (for verify_manifest and shard-tool).

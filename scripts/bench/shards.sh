@@ -4,18 +4,23 @@
 # tokenizer alone on the same text (the goal: sharding at ≥ 70% of pure tokenization speed) and
 # against Google's algorithm in Python (scripts/bench/shards_peer.py, HF fast tokenizer; run on a
 # --peer-mb slice, Python being slow). Ends with a projection for enwiki (20 GB of text, seq 128,
-# dupe 5) on 16 cores, from the per-stage times.
-#   scripts/bench/shards.sh [--text-mb 1024] [--peer-mb 20] [--dupe 2] [--threads "1 2"]
+# dupe 5) on 16 cores, from the per-stage times. Each run's peak RSS is in the table (/usr/bin/time);
+# so are CPU seconds (user + system, per stage and in all), the figure a shared machine distorts
+# least: "ratio per CPU-s" compares tokens per CPU-second with the tokenizer's alone.
+#   scripts/bench/shards.sh [--text-mb 1024] [--peer-mb 20 (0: no peer)] [--dupe 2] [--threads "1 2"]
+#                           [--models "bert gpt"] [--levels "4"  (BERT gzip levels, one run each)]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-text_mb=1024 peer_mb=20 dupe=2 threads="1 $(nproc)"
+text_mb=1024 peer_mb=20 dupe=2 threads="1 $(nproc)" models="bert gpt" levels=4
 while [[ $# -gt 0 ]]; do
   case $1 in
     --text-mb) text_mb=$2; shift 2 ;;
     --peer-mb) peer_mb=$2; shift 2 ;;
     --dupe) dupe=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --models) models=$2; shift 2 ;;
+    --levels) levels=$2; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -56,35 +61,48 @@ results=$dir/results.txt
 : >"$results"
 for t in $threads; do
   echo "# tokenizers alone, $t thread(s)" >&2
-  build/bench/bench_tokenizers --case wordpiece --tokenizer "$vocab" --text "$dir/lines.txt" --threads "$t" --runs 1 \
-    | awk -v t="$t" '{print $2, t, $3, $4, $5}' >>"$results"
-  build/bench/bench_tokenizers --case bpe --tokenizer "$encoder" --text "$dir/lines.txt" --threads "$t" --runs 1 \
-    | awk -v t="$t" '{print $2, t, $3, $4, $5}' >>"$results"
-  for model in bert gpt; do
-    tok=$vocab; [[ $model == gpt ]] && tok=$encoder
-    echo "# make-pretraining-shards --model $model, $t thread(s)" >&2
-    /usr/bin/time -f "%M" -o "$dir/rss" build/datagen/make-pretraining-shards --model "$model" -i "$dir/corpus.jsonl" \
-      --tokenizer "$tok" -o "$dir/out-$model" --dupe-factor "$dupe" --num-shards 8 --threads "$t" --quiet >"$dir/stats.json"
-    /usr/bin/python3 - "$dir/stats.json" "$model" "$t" "$(cat "$dir/rss")" >>"$results" <<'PY'
+  for model in $models; do
+    if [[ $model == bert ]]; then
+      build/bench/bench_tokenizers --case wordpiece --tokenizer "$vocab" --text "$dir/lines.txt" --threads "$t" --runs 1
+    else
+      build/bench/bench_tokenizers --case bpe --tokenizer "$encoder" --text "$dir/lines.txt" --threads "$t" --runs 1
+    fi | awk -v t="$t" '$1=="RESULT"{print $2, t, $3, $4, $5, $6}' >>"$results"
+  done
+  for model in $models; do
+    tok=$vocab run_levels=$levels
+    [[ $model == gpt ]] && tok=$encoder run_levels=4
+    for level in $run_levels; do
+      echo "# make-pretraining-shards --model $model --compression-level $level, $t thread(s)" >&2
+      /usr/bin/time -f "%M %U %S" -o "$dir/rss" build/datagen/make-pretraining-shards --model "$model" -i "$dir/corpus.jsonl" \
+        --tokenizer "$tok" -o "$dir/out-$model" --dupe-factor "$dupe" --num-shards 8 --threads "$t" \
+        --compression-level "$level" --quiet >"$dir/stats.json"
+      /usr/bin/python3 - "$dir/stats.json" "$model" "$t" "$level" $(cat "$dir/rss") >>"$results" <<'PY'
 import json, sys
-s = json.load(open(sys.argv[1])); model, t, rss = sys.argv[2], sys.argv[3], int(sys.argv[4])
-st = s["stage_seconds"]
-print(f"shards_{model} {t} {s['tokens'] / s['seconds']:.1f} {s['seconds']:.3f} {s['tokens']} "
-      f"{s['instances'] + s['valid_instances']} {st['tokenize']:.3f} {st['instances']:.3f} {st['write']:.3f} {rss}")
+s = json.load(open(sys.argv[1])); model, t, level = sys.argv[2], sys.argv[3], sys.argv[4]
+rss, cpu = int(sys.argv[5]), float(sys.argv[6]) + float(sys.argv[7])
+st, sc = s["stage_seconds"], s["stage_cpu_seconds"]
+name = f"shards_{model}" + (f"_L{level}" if model == "bert" else "")
+print(f"{name} {t} {s['tokens'] / s['seconds']:.1f} {s['seconds']:.3f} {s['tokens']} "
+      f"{s['instances'] + s['valid_instances']} {st['tokenize']:.3f} {st['instances']:.3f} {st['write']:.3f} {rss} "
+      f"{sc['tokenize']:.3f} {sc['instances']:.3f} {sc['write']:.3f} {cpu:.3f}")
 PY
-    rm -rf "$dir/out-$model"
+      du -sm "$dir/out-$model" | awk -v t="$t" -v l="$level" -v m="$model" '{print "size_" m "_L" l, t, $1}' >>"$results"
+      rm -rf "$dir/out-$model"
+    done
   done
 done
-echo "# Python peer (Google's algorithm + HF fast tokenizer) on $peer_mb MB" >&2
-.venv/bin/python scripts/bench/shards_peer.py --text "$dir/peer.txt" --vocab "$vocab" --dupe "$dupe" \
-  | awk '{print $2, 1, $3, $4, $5, $6}' >>"$results"
-build/datagen/make-pretraining-shards --model bert -i "$dir/peer.txt" --tokenizer "$vocab" -o "$dir/out-peer" \
-  --dupe-factor "$dupe" --threads 1 --quiet >"$dir/peer-ours.json"
-/usr/bin/python3 - "$dir/peer-ours.json" >>"$results" <<'PY'
+if ((peer_mb > 0)); then
+  echo "# Python peer (Google's algorithm + HF fast tokenizer) on $peer_mb MB" >&2
+  .venv/bin/python scripts/bench/shards_peer.py --text "$dir/peer.txt" --vocab "$vocab" --dupe "$dupe" \
+    | awk '{print $2, 1, $3, $4, $5, $6}' >>"$results"
+  build/datagen/make-pretraining-shards --model bert -i "$dir/peer.txt" --tokenizer "$vocab" -o "$dir/out-peer" \
+    --dupe-factor "$dupe" --threads 1 --quiet >"$dir/peer-ours.json"
+  /usr/bin/python3 - "$dir/peer-ours.json" >>"$results" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 print(f"ours_on_peer_slice 1 {(s['instances']) / s['seconds']:.1f} {s['seconds']:.3f} {s['instances']} {s['tokens']}")
 PY
+fi
 
 /usr/bin/python3 - "$results" "$text_mb" "$dupe" <<'PY'
 import sys
@@ -94,29 +112,40 @@ for line in open(sys.argv[1]):
     rows[(f[0], int(f[1]))] = f[2:]
 text_mb, dupe = int(sys.argv[2]), int(sys.argv[3])
 threads = sorted({t for (_, t) in rows if _.startswith("shards_")})
+cases = sorted({c for (c, _) in rows if c.startswith("shards_")}, key=lambda c: (c.startswith("shards_gpt"), c != "shards_bert_L4", c))
 print(f"\nmake-pretraining-shards benchmark: {text_mb} MB of enwiki text, seq 128, dupe {dupe}")
-print("| case | threads | tokens/s | instances (or docs)/s | seconds | tokenize / instances / write s | peak RSS MB | tokenizer alone tokens/s | ratio to tokenizer | goal |")
-print("|---|---:|---:|---:|---:|---|---:|---:|---:|---|")
-for model, tokname in (("bert", "wordpiece"), ("gpt", "bpe")):
+print("| case | threads | tokens/s | instances (or docs)/s | seconds | tokenize / instances / write s | the same in CPU s | CPU s | "
+      "peak RSS MB | output MB | tokenizer alone tokens/s | ratio to tokenizer | ratio per CPU-s | goal |")
+print("|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|")
+for case in cases:
+    model = case.split("_")[1]
+    level = case.split("_L")[1] if "_L" in case else "4"
     for t in threads:
-        r = rows.get((f"shards_{model}", t)); k = rows.get((tokname, t))
+        r = rows.get((case, t)); k = rows.get(("wordpiece" if model == "bert" else "bpe", t))
         if not r:
             continue
-        rate, secs, toks, inst, st_tok, st_inst, st_write, rss = float(r[0]), float(r[1]), int(r[2]), int(r[3]), r[4], r[5], r[6], int(r[7])
+        rate, secs, toks, inst = float(r[0]), float(r[1]), int(r[2]), int(r[3])
+        st_tok, st_inst, st_write, rss = r[4], r[5], r[6], int(r[7])
+        ct_tok, ct_inst, ct_write, cpu = r[8], r[9], r[10], float(r[11])
+        size = rows.get((f"size_{model}_L{level}", t), ["0"])[0]
         alone = float(k[0]) if k else 0
         ratio = f"{rate / alone:.2f}" if alone else "n/a"
-        print(f"| {model} | {t} | {rate:,.0f} | {inst / secs:,.0f} | {secs:.1f} | {st_tok} / {st_inst} / {st_write} | {rss / 1024:.0f} | {alone:,.0f} | {ratio} | ≥ 0.70 |")
+        alone_cpu = float(k[3]) if k and len(k) > 3 and float(k[3]) > 0 else 0
+        ratio_cpu = f"{(toks / cpu) / (int(k[2]) / alone_cpu):.2f}" if alone_cpu and cpu else "n/a"
+        label = f"{model} (gzip {level})" if model == "bert" else model
+        print(f"| {label} | {t} | {rate:,.0f} | {inst / secs:,.0f} | {secs:.1f} | {st_tok} / {st_inst} / {st_write} | "
+              f"{ct_tok} / {ct_inst} / {ct_write} | {cpu:.1f} | {rss / 1024:.0f} | {size} | {alone:,.0f} | {ratio} | {ratio_cpu} | ≥ 0.70 |")
 p, o = rows.get(("bert_python", 1)), rows.get(("ours_on_peer_slice", 1))
 if p and o:
     print(f"\nGoogle's algorithm in Python (HF fast tokenizer), the same text slice, 1 thread: "
           f"{float(p[0]):,.0f} instances/s; ours {float(o[0]):,.0f} instances/s: {float(o[0]) / float(p[0]):.1f}×")
-# Projection: enwiki ≈ 20 GB of text, dupe 5, 16 cores, from the best per-core rates measured.
-t = threads[-1]
-r = rows.get(("shards_bert", t))
+# Projection: enwiki ≈ 20 GB of text, dupe 5, 16 cores, from the CPU seconds of the one-thread
+# BERT run (gzip 4) and perfect scaling (an upper bound on speed: the write stage's HDF5 calls are serial).
+r = rows.get(("shards_bert_L4", threads[0]))
 if r:
-    st_tok, st_inst, st_write = float(r[4]), float(r[5]), float(r[6])
-    scale = 20 * 1024 / text_mb * t / 16
-    proj = scale * (st_tok + (st_inst + st_write) * 5 / dupe)
-    print(f"\nprojection, enwiki 20 GB, BERT seq 128, dupe 5, 16 cores (linear in cores from {t} threads): "
-          f"{proj / 60:.0f} min (tokenize {scale * st_tok / 60:.0f} min, instances+write {scale * (st_inst + st_write) * 5 / dupe / 60:.0f} min)")
+    c_tok, c_inst, c_write = float(r[8]), float(r[9]), float(r[10])
+    scale = 20 * 1024 / text_mb / 16
+    proj = scale * (c_tok + (c_inst + c_write) * 5 / dupe)
+    print(f"\nprojection, enwiki 20 GB, BERT seq 128, dupe 5, gzip 4, 16 cores (CPU seconds / 16): "
+          f"{proj / 60:.1f} min (tokenize {scale * c_tok / 60:.1f} min, instances+write {scale * (c_inst + c_write) * 5 / dupe / 60:.1f} min)")
 PY

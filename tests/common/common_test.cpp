@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "common/common.h"
 #include "test_util.h"
@@ -46,6 +49,31 @@ TEST(AtomicFile, RemovedWhenNotCommitted) {
   EXPECT_FALSE(file_exists(tmp));
 }
 
+// A resumable file keeps what was flushed when its writer goes away (as a killed run's would),
+// continues from the length it is given, and refuses a length it does not hold.
+TEST(AtomicFile, ResumableKeepsFlushedBytesAndContinuesFromAGivenLength) {
+  TempDir dir;
+  std::string path = dir.file("tokens.bin");
+  {
+    AtomicFile f = AtomicFile::resumable(path, 0);
+    EXPECT_EQ(f.tmp_path(), path + ".partial");
+    f.write("checkpointed");
+    f.flush();
+    f.write("lost");  // never flushed: a kill would lose it
+  }
+  EXPECT_EQ(read_file(path + ".partial"), "checkpointed");
+  EXPECT_FALSE(file_exists(path));
+  EXPECT_THROW(AtomicFile::resumable(path, 13), Error);
+  {
+    AtomicFile f = AtomicFile::resumable(path, 5);  // the last checkpoint said 5 bytes
+    EXPECT_EQ(f.bytes_written(), 5u);
+    f.write(" and the rest");
+    f.commit();
+  }
+  EXPECT_EQ(read_file(path), "check and the rest");
+  EXPECT_FALSE(file_exists(path + ".partial"));
+}
+
 TEST(AtomicFile, LargeAndSmallWritesKeepOrder) {
   TempDir dir;
   std::string path = dir.file("o");
@@ -87,6 +115,35 @@ TEST(Hash, Xxh3MatchesKnownValuesAndStreams) {
   TempDir dir;
   write_file_atomic(dir.file("f"), s);
   EXPECT_EQ(xxh3_file(dir.file("f")), xxh3_bytes(s.data(), s.size()));
+}
+
+// A file larger than xxh3_file's 64 MiB pieces: the same hash as one pass over the bytes, and its
+// pages do not stay mapped (hashing a multi-GB shard used to add its size to the peak RSS).
+TEST(Hash, Xxh3FileStreamsLargeFilesWithoutKeepingThemMapped) {
+  TempDir dir;
+  std::string big(size_t{150} << 20, '\0');
+  for (size_t i = 0; i < big.size(); i += 4096) big[i] = char(i / 4096);
+  write_file_atomic(dir.file("big"), big);
+  auto rss_file = [] {
+    std::ifstream in("/proc/self/status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("RssFile:", 0) == 0) return std::stoull(line.substr(8)) << 10;
+    return 0ull;
+  };
+  const unsigned long long before = rss_file();
+  std::atomic<bool> done{false};
+  std::atomic<unsigned long long> peak{before};
+  std::thread watch([&] {  // the peak while the file is hashed
+    while (!done) {
+      peak = std::max(peak.load(), rss_file());
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  const uint64_t hash = xxh3_file(dir.file("big"));
+  done = true;
+  watch.join();
+  EXPECT_EQ(hash, xxh3_bytes(big.data(), big.size()));
+  EXPECT_LT(peak.load(), before + (uint64_t{100} << 20)) << "mapped " << ((peak.load() - before) >> 20) << " MiB";
 }
 
 TEST(Manifest, RoundTripsAndVerifies) {

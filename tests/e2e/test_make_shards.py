@@ -1,18 +1,23 @@
 """make-pretraining-shards end to end, on the real English Wikipedia excerpt's wikiextractor text
 (../shared/data) and, without shared data, on our bundled sample:
 
-- BERT with the counter RNG: byte-identical shards at 1 and 2 threads; equal shard sizes (±1);
+- BERT with the counter RNG: byte-identical shards at 1 and 2 threads, and with the token store read
+  through pread windows (a store past its resident budget); equal shard sizes (±1);
   h5py reads every shard and every record is well formed (CLS/SEP where they belong, positions
   sorted inside the sequence, never on CLS/SEP, labels = the original tokens); statistics within the
   issue's bounds (masked 15% ± 0.5%, 80/10/10 ± 2%, NSP random 50% ± 2%, short targets ≈ 10%).
 - Interrupted after one shard, then --resume: the same bytes as an uninterrupted run.
+- Killed (SIGKILL) while tokenizing, then --resume: it continues from the last checkpoint (not
+  from the start) and gives the same bytes as an uninterrupted run.
 - GPT: Megatron and llm.c outputs hold every document once, each ending in EOD; valid split.
 - Bad input: a vocabulary without [MASK], a corrupt input: exit 1 naming the file, no shard left."""
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
 import compat_util as cu  # noqa: E402
@@ -87,6 +92,11 @@ def bert_checks(data, tmp):
     a, b = files_bytes(one, "train-*.hdf5"), files_bytes(two, "train-*.hdf5")
     if not a or a != b:
         fail("BERT shards differ between 1 and 2 threads")
+    # A store past its resident budget is read through pread windows instead of the map: same bytes.
+    windowed = os.path.join(tmp, "windowed")
+    run(*common, "-o", windowed, "--threads", 2, "--store-budget-bytes", 1)
+    if files_bytes(windowed, "train-*.hdf5") != a:
+        fail("BERT shards differ when the token store is read through pread windows")
     m = manifest(one)
     sizes = [s["records"] for s in m["shards"]]
     if max(sizes) - min(sizes) > 1:
@@ -106,6 +116,18 @@ def bert_checks(data, tmp):
     if s["instances"] != n:
         fail(f"manifest says {s['instances']} instances, shards hold {n}")
 
+    # Another gzip level: other bytes, the same records (h5py inflates them), the level in the file.
+    fast = os.path.join(tmp, "level1")
+    run(*common, "-o", fast, "--compression-level", 1)
+    for name in a:
+        with h5py.File(os.path.join(one, name), "r") as f4, h5py.File(os.path.join(fast, name), "r") as f1:
+            for key in f4:
+                if f1[key].compression != "gzip" or f1[key].compression_opts != 1:
+                    fail(f"--compression-level 1: {name}/{key} has {f1[key].compression} {f1[key].compression_opts}")
+                if not np.array_equal(f4[key][...], f1[key][...]):
+                    fail(f"--compression-level 1: {name}/{key} differs from level 4's records")
+    run(*common, "-o", os.path.join(tmp, "level10"), "--compression-level", 10, rc=2)
+
     # Interrupted after one shard (as a kill would leave it), then resumed: same bytes.
     cut = os.path.join(tmp, "cut")
     r = run(*common, "-o", cut, "--stop-after-shards", 1, rc=1)
@@ -116,6 +138,44 @@ def bert_checks(data, tmp):
         fail("a resumed run differs from an uninterrupted one")
     if os.path.exists(os.path.join(cut, ".work")):
         fail("the work directory is left behind")
+
+
+def tokenize_resume_checks(data, tmp):
+    vocab = os.path.join(data, "vocab", "bert-base-uncased-vocab.txt")
+    # The excerpt 12 times (~30 MB, ~12 batches of input): long enough to kill mid-tokenize.
+    text = os.path.join(tmp, "big.jsonl")
+    with open(os.path.join(data, ENWIKI), encoding="utf-8") as f:
+        docs = [json.loads(line) for line in f]
+    with open(text, "w", encoding="utf-8") as f:
+        for r in range(12):
+            for i, d in enumerate(docs):
+                f.write(json.dumps({"id": f"{r}-{i}", "url": "", "title": d["title"], "text": d["text"]}) + "\n")
+    common = ["--model", "bert", "-i", text, "--tokenizer", vocab, "--dupe-factor", 1, "--num-shards", 2,
+              "--threads", 1, "--checkpoint-bytes", 1]
+    whole = os.path.join(tmp, "tok-whole")
+    run(*common, "-o", whole, "--quiet")
+    # Killed as soon as the first checkpoint is on disk; a busy machine can let the run finish
+    # tokenizing before the kill lands, so a few tries.
+    for attempt in range(5):
+        cut = os.path.join(tmp, f"tok-cut{attempt}")
+        progress = os.path.join(cut, ".work", "store", "progress.json")
+        p = subprocess.Popen([EXE, *map(str, common), "-o", cut, "--quiet"])
+        while not os.path.exists(progress) and p.poll() is None:
+            time.sleep(0.002)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        if not os.path.exists(os.path.join(cut, ".work", "store", "store.json")) and os.path.exists(progress):
+            break
+    else:
+        fail("in 5 tries the kill never landed inside the tokenize stage (after its first checkpoint)")
+    with open(progress) as f:
+        done = json.load(f)["input_documents"]
+    r = run(*common, "-o", cut, "--resume")
+    if f"tokenizing from input document {done}" not in r.stderr or done == 0:
+        fail(f"the resumed run did not continue from the checkpoint ({done} documents):\n{r.stderr}")
+    if files_bytes(cut, "train-*.hdf5") != files_bytes(whole, "train-*.hdf5"):
+        fail("a run killed while tokenizing and resumed differs from an uninterrupted one")
+    print(f"tokenize: killed after a checkpoint at {done} of {12 * len(docs)} documents, resumed there, same bytes")
 
 
 def gpt_checks(data, tmp):
@@ -186,6 +246,7 @@ def main():
         if not data:
             cu.skip("shared data not found: only the CLI and bad-input checks ran")
         bert_checks(data, tmp)
+        tokenize_resume_checks(data, tmp)
         gpt_checks(data, tmp)
 
 

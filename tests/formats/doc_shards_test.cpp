@@ -552,6 +552,26 @@ TEST(DocShards, ReadsOtherToolsJson) {
   EXPECT_EQ(reader.invalid_utf8_replaced(), 3u);
 }
 
+// bytes_read() moves through a file as it is read (a single big input used to show 0% until its
+// end) and ends at the inputs' total size.
+TEST(DocShards, BytesReadFollowsTheReadingThroughEachFile) {
+  TempDir dir;
+  std::string line = "{\"text\": \"" + std::string(1000, 'x') + "\"}\n", big;
+  for (int i = 0; i < 3000; ++i) big += line;  // 3 MB: several reads
+  write_bytes(dir.file("a.jsonl"), big);
+  write_bytes(dir.file("b.jsonl"), line);
+  DocReader reader(std::vector<std::string>{dir.file("a.jsonl"), dir.file("b.jsonl")});
+  EXPECT_EQ(reader.bytes_read(), 0u);
+  Document d;
+  uint64_t docs = 0, middle = 0;
+  while (reader.next(d))
+    if (++docs == 1500) middle = reader.bytes_read();
+  EXPECT_EQ(docs, 3001u);
+  EXPECT_GT(middle, 0u);
+  EXPECT_LT(middle, big.size());
+  EXPECT_EQ(reader.bytes_read(), big.size() + line.size());
+}
+
 // wikiextractor's default output: <doc> blocks with the title repeated at the top of the text.
 std::string as_doc_blocks(const std::vector<Document>& docs) {
   std::string out;
