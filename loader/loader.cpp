@@ -19,6 +19,7 @@
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/info.h>
+#include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
 
@@ -292,11 +293,17 @@ struct Loader::Impl {
   bool started_clock = false;
   std::map<std::string, int64_t> special_ids;
 
-  // The driver plus `workers` oneTBB workers, no more than the machine has (oneTBB would refuse the
-  // rest anyway, with a warning on stderr).
-  explicit Impl(LoaderConfig c)
-      : config(std::move(c)),
-        arena(std::max(2, std::min(std::max(config.workers, 1) + 1, tbb::info::default_concurrency())), 1) {
+  // The driver plus `workers` oneTBB workers, no more than the process may use: the cores it may run
+  // on (mpirun binds each rank to one) and --threads. oneTBB refuses the rest anyway, with a
+  // warning on stderr. At least one worker when any is allowed, so the background decode runs
+  // beside the driver; none on one core.
+  static int arena_slots(int workers) {
+    const int allowed = std::min(tbb::info::default_concurrency(),
+                                 int(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)));
+    return allowed < 2 ? 1 : std::max(2, std::min(std::max(workers, 1) + 1, allowed));
+  }
+
+  explicit Impl(LoaderConfig c) : config(std::move(c)), arena(arena_slots(config.workers), 1) {
     check_config(config);
     device = parse_device(config.device);
     std::vector<ShardSet> sets = resolve_sources(config);

@@ -58,7 +58,11 @@ def train(kind, shards, tmp, name, np, batch, steps, *extra):
             "--log-dir", os.path.join(tmp, name), *extra]
     if kind == "gpt":
         args += ["--seq-len", 32]
-    run(mpirun(np, *args) if np > 1 else args)
+    r = run(mpirun(np, *args) if np > 1 else args)
+    # mpirun binds each rank to a core: the loader's oneTBB arena must not ask for workers there are
+    # none of (oneTBB then prints a warning per rank, as it did).
+    if "TBB Warning" in r.stdout + r.stderr:
+        fail(f"{name}: oneTBB warned:\n{(r.stdout + r.stderr)[-500:]}")
     return metrics(os.path.join(tmp, name))
 
 
