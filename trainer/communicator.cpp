@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 
@@ -97,6 +98,13 @@ void Communicator::broadcast(void* data, size_t bytes, int root) const {
 
 void Communicator::barrier() const {
   if (distributed()) check(MPI_Barrier(comm_of(comm_)), "barrier");
+}
+
+void Communicator::abort(int code) const {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (distributed()) MPI_Abort(comm_of(comm_), code);
+  std::_Exit(code);
 }
 
 void Communicator::all_gather(const void* in, void* out, size_t bytes) const {

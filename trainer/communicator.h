@@ -31,6 +31,9 @@ class Communicator {
   void all_reduce_sum(int64_t* data, int64_t n) const;
   void broadcast(void* data, size_t bytes, int root) const;
   void barrier() const;
+  // Ends every rank of the job with `code` (MPI_Abort): what a rank that fails alone must do, or the
+  // others wait in their next collective forever (and MPI_Finalize waits for them).
+  [[noreturn]] void abort(int code) const;
   // Every rank's `bytes` bytes, in rank order, into out (size() × bytes).
   void all_gather(const void* in, void* out, size_t bytes) const;
   // ZeRO-1's pair over a flat array cut into size() consecutive blocks of counts[r] elements:

@@ -164,7 +164,26 @@ std::string first_bad_tensor(const Model& model) {
 
 }  // namespace
 
+namespace {
+int train(TrainOptions o);
+}
+
 int run_training(TrainOptions o) {
+  const Communicator& comm = Communicator::data_parallel();
+  try {
+    return train(std::move(o));
+  } catch (const std::exception& e) {
+    if (!comm.distributed()) throw;
+    // A rank that fails alone (a corrupt record in its slice, a device error) must stop the others,
+    // which would otherwise wait for it in their next collective forever.
+    std::fprintf(stderr, "error: rank %d: %s\n", comm.rank(), e.what());
+    comm.abort(dynamic_cast<const UsageError*>(&e) ? 2 : 1);
+  }
+}
+
+namespace {
+
+int train(TrainOptions o) {
   const bool bert = o.kind == ModelKind::bert;
   const Precision precision = parse_precision(o.precision);
   o.optimizer.kind = parse_optimizer(o.optimizer_name);
@@ -285,6 +304,11 @@ int run_training(TrainOptions o) {
     comm.barrier();
   };
 
+  // PRETRAIN_FAULT=RANK:STEP makes that rank throw at that step (for the test that one failing
+  // rank ends the whole job).
+  int fault_rank = -1;
+  long long fault_step = -1;
+  if (const char* f = std::getenv("PRETRAIN_FAULT")) std::sscanf(f, "%d:%lld", &fault_rank, &fault_step);
   std::vector<int32_t> host_positions;
   for (int64_t step = start + 1; step <= o.max_steps; ++step) {
     const double t0 = now_seconds();
@@ -342,6 +366,8 @@ int run_training(TrainOptions o) {
     const int64_t predictions = bert ? counts[0] : 0;
     if (!std::isfinite(sum.total))
       throw Error(cat("step ", step, ": the loss is ", sum.total, "; first non-finite tensor: ", first_bad_tensor(model)));
+    if (fault_rank == comm.rank() && fault_step == step)  // tests/e2e/test_trainer_mpi.py: one rank fails alone
+      throw Error(cat("step ", step, ": fault injected by PRETRAIN_FAULT=", std::getenv("PRETRAIN_FAULT")));
     const double loss_scale = scaler.scale;
     const UpdateInfo u = optimizer.step(step, 1.0 / loss_scale);
     if (optimizer.sharded() && u.applied) all_gather_weights(comm, model, optimizer);
@@ -383,5 +409,7 @@ int run_training(TrainOptions o) {
   close_device(device);
   return 0;
 }
+
+}  // namespace
 
 }  // namespace pretrain

@@ -10,6 +10,7 @@ On shards made from the bundled sample, BERT tiny and GPT tiny, dropout off:
   * --zero 1 (ZeRO-1) against --zero 0 at 2 ranks: the same losses, less device memory;
   * resume at 2 ranks under ZeRO-1: from the step-10 checkpoint of a 2-rank run, steps 11..20 are
     bitwise its own;
+  * a rank that fails alone (PRETRAIN_FAULT=1:3, an error only it sees) names itself and ends the job;
   * a rank killed with SIGKILL: mpirun ends every rank within 30 s, naming the rank.
 """
 import json
@@ -169,6 +170,23 @@ def main():
             fail(f"2-rank resume: {[m['loss'] for m in resumed]} != {[m['loss'] for m in full[10:]]}")
         else:
             print("2-rank resume: steps 11..20 bitwise the uninterrupted run's")
+
+        # A rank that fails alone (an error only in its slice): it names itself and ends the job, instead
+        # of leaving the others waiting in their next all-reduce (and itself in MPI_Finalize) forever.
+        args = mpirun(2, "-x", "PRETRAIN_FAULT", cu.tool("bert_pretrain"), "--data", shards["bert"], "--model", "tiny",
+                      "--batch-size", 4, "--max-steps", 1000, "--threads", 1, "--log-interval", 100)
+        start = time.monotonic()
+        try:
+            r = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=30,
+                               env=dict(ENV, PRETRAIN_FAULT="1:3"))
+            out = r.stdout + r.stderr
+            if r.returncode == 0 or "error: rank 1: step 3" not in out:
+                fail(f"a failing rank 1: exit {r.returncode}, no 'error: rank 1: step 3' in:\n{out[-1500:]}")
+            else:
+                print(f"rank 1 failing alone at step 3: the job ended in {time.monotonic() - start:.1f} s (exit {r.returncode})")
+        except subprocess.TimeoutExpired:
+            subprocess.run(["pkill", "-f", "PRETRAIN_FAULT"], check=False)
+            fail("a rank that failed alone left the job running for 30 s")
 
         # A rank killed mid-run: every rank ends within 30 s and mpirun names the rank.
         args = mpirun(2, cu.tool("bert_pretrain"), "--data", shards["bert"], "--model", "tiny", "--batch-size", 4,
