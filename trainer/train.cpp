@@ -119,9 +119,14 @@ void all_reduce_gradients(const Communicator& comm, DeviceCommunicator* nccl, Mo
 // all-reduce), updates that shard, and the weights are put back together with an all-gather.
 void reduce_scatter_gradients(const Communicator& comm, Model& model, const Optimizer& optimizer) {
   const int64_t n = model.num_parameters(), lo = optimizer.shard_begin(), len = optimizer.shard_end() - lo;
-  std::vector<float> full(static_cast<size_t>(n)), shard(static_cast<size_t>(len));
-  copy_to_host(model.device(), full.data(), model.grads(), full.size() * sizeof(float));
-  comm.reduce_scatter_sum(full.data(), shard.data(), optimizer.shard_sizes());
+  std::vector<float> full, shard(static_cast<size_t>(len));
+  const float* send = model.grads();  // CPU gradients go to MPI as they are; CUDA ones through the host
+  if (model.device().cuda) {
+    full.resize(static_cast<size_t>(n));
+    copy_to_host(model.device(), full.data(), model.grads(), full.size() * sizeof(float));
+    send = full.data();
+  }
+  comm.reduce_scatter_sum(send, shard.data(), optimizer.shard_sizes());
   copy_to_device(model.device(), model.grads() + lo, shard.data(), shard.size() * sizeof(float));
 }
 
