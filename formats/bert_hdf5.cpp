@@ -5,6 +5,9 @@
 #include <hdf5.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_group.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -127,6 +130,73 @@ class Hid {
   }
   hid_t id_ = -1;
   Closer close_ = nullptr;
+};
+
+// Reads a chunk's stored bytes at the address and size the chunk index gives, bounded by the
+// file's size. Not H5Dread_chunk: libhdf5 1.10 reads an unfiltered chunk at the size its layout
+// message states, which a damaged file can set apart from the index's size that sized our buffer
+// (ASan: heap-buffer-overflow in pread under H5Dread_chunk), and it follows an address past the
+// end of the file.
+class ChunkFile {
+ public:
+  ChunkFile() = default;
+  ChunkFile(const std::string& path, hid_t file) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw_errno("cannot open", path);
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) throw_errno("cannot stat", path);
+    size_ = static_cast<uint64_t>(st.st_size);
+    // Chunk addresses count from the superblock, which follows the user block when there is one.
+    Hid fcpl(H5Fget_create_plist(file), H5Pclose);
+    hsize_t userblock = 0;
+    if (!fcpl.valid() || H5Pget_userblock(fcpl.get(), &userblock) < 0) throw_hdf5(Where{path}, "cannot read the user block size");
+    base_ = userblock;
+  }
+  ChunkFile(const ChunkFile&) = delete;
+  ChunkFile& operator=(ChunkFile&& o) noexcept {
+    std::swap(fd_, o.fd_), std::swap(path_, o.path_), std::swap(size_, o.size_), std::swap(base_, o.base_);
+    return *this;
+  }
+  ~ChunkFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  struct Stored {
+    uint64_t size = 0;  // 0: never written (all fill value)
+    uint32_t skipped_filters = 0;
+    haddr_t addr = HADDR_UNDEF;
+  };
+
+  // Where the chunk at `offset` of dataset `set` lies; `what` names it for errors.
+  Stored locate(hid_t set, const hsize_t* offset, const Where& where, const std::string& what) const {
+    Stored s;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(set, offset, &s.skipped_filters, &s.addr, &size) < 0) throw_hdf5(where, "cannot locate " + what);
+    s.size = size;
+    if (s.size == 0) return s;
+    uint64_t end = 0;
+    if (s.addr == HADDR_UNDEF || __builtin_add_overflow(base_, s.addr, &end) || __builtin_add_overflow(end, s.size, &end) ||
+        end > size_)
+      throw Error(where, cat(what, " claims ", s.size, " bytes at address ", s.addr, ", past the end of the ", size_,
+                             "-byte file"));
+    return s;
+  }
+
+  void read(const Stored& s, uint8_t* out, const Where& where, const std::string& what) const {
+    uint64_t done = 0;
+    while (done < s.size) {
+      ssize_t got = ::pread(fd_, out + done, static_cast<size_t>(s.size - done), static_cast<off_t>(base_ + s.addr + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) throw_errno("cannot read " + what, path_);
+      if (got == 0) throw Error(where, cat(what, ": file ends ", done, " bytes into its ", s.size, " stored bytes"));
+      done += static_cast<uint64_t>(got);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0, base_ = 0;
 };
 
 Hid checked(hid_t id, Hid::Closer close, const Where& where, const std::string& what) {
@@ -627,6 +697,7 @@ void check_layout_dims(const std::string& path, const MappedFile& map, hid_t fil
 struct BertShardReader::Impl {
   std::string path;
   Hid file, dxpl;
+  ChunkFile chunk_file;
   std::array<Dataset, 6> sets;
   int64_t records = 0, seq = 0, max_pred = 0;
   BertBatch one;  // scratch for read()
@@ -636,6 +707,7 @@ struct BertShardReader::Impl {
     check_hdf5_signature(path);
     Where where{path};
     file = checked(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, where, "cannot open as HDF5");
+    chunk_file = ChunkFile(path, file.get());
     dxpl = checked(H5Pcreate(H5P_DATASET_XFER), H5Pclose, where, "cannot create transfer property list");
     if (H5Pset_type_conv_cb(dxpl.get(), refuse_overflow, nullptr) < 0) throw_hdf5(where, "cannot set conversion callback");
 
@@ -686,7 +758,8 @@ struct BertShardReader::Impl {
       // from the type and copies past it (ASan: heap-buffer-overflow in H5VM_memcpyvv under
       // H5D__select_read); such files fail this sum first.
       hsize_t chunks = 0;
-      if (H5Dget_num_chunks(d.id.get(), H5S_ALL, &chunks) < 0) throw_hdf5(where, cat("cannot count the chunks of '", d.column->name, "'"));
+      Hid space = checked(H5Dget_space(d.id.get()), H5Sclose, where, "cannot read the dataspace");
+      if (H5Dget_num_chunks(d.id.get(), space.get(), &chunks) < 0) throw_hdf5(where, cat("cannot count the chunks of '", d.column->name, "'"));
       const hsize_t stored = H5Dget_storage_size(d.id.get());
       if (stored != chunks * d.slab_chunk_bytes)
         throw Error(where, cat("dataset '", d.column->name, "' stores ", stored, " bytes in ", chunks, " unfiltered chunks of ",
@@ -716,14 +789,13 @@ struct BertShardReader::Impl {
     hsize_t offset[2] = {row_chunk * d.slab_chunk[0], col_chunk * d.slab_chunk[1]};
     Where where = Where::at_record(path, static_cast<int64_t>(offset[0]));
     std::string what = cat("dataset '", d.column->name, "' chunk at record ", offset[0]);
-    hsize_t stored = 0;
-    if (H5Dget_chunk_storage_size(d.id.get(), offset, &stored) < 0) throw_hdf5(where, "cannot locate " + what);
-    if (stored == 0) return;  // never written: HDF5 fills it
-    if (stored > compressBound(static_cast<uLong>(d.slab_chunk_bytes)) + 64)
-      throw Error(where, cat(what, " claims ", stored, " stored bytes for a ", d.slab_chunk_bytes, "-byte chunk"));
-    std::vector<uint8_t> raw(stored);
-    uint32_t skipped = 0;
-    if (H5Dread_chunk(d.id.get(), H5P_DEFAULT, offset, &skipped, raw.data()) < 0) throw_hdf5(where, "cannot read " + what);
+    const ChunkFile::Stored at = chunk_file.locate(d.id.get(), offset, where, what);
+    if (at.size == 0) return;  // never written: HDF5 fills it
+    if (at.size > compressBound(static_cast<uLong>(d.slab_chunk_bytes)) + 64)
+      throw Error(where, cat(what, " claims ", at.size, " stored bytes for a ", d.slab_chunk_bytes, "-byte chunk"));
+    std::vector<uint8_t> raw(at.size);
+    chunk_file.read(at, raw.data(), where, what);
+    const uint32_t skipped = at.skipped_filters;
     Hid dcpl = checked(H5Dget_create_plist(d.id.get()), H5Pclose, where, "cannot read dataset properties");
     // Undo the pipeline's size changes in reverse: fletcher32 appends 4 bytes, gzip compresses.
     size_t size = raw.size();
@@ -881,22 +953,20 @@ struct BertShardReader::Impl {
     c->data_size = d.chunk_bytes;
     hsize_t offset[2] = {static_cast<hsize_t>(row_chunk * d.chunk_rows), static_cast<hsize_t>(col_chunk * d.chunk_cols)};
     Where where = Where::at_record(path, row_chunk * d.chunk_rows);
-    hsize_t stored = 0;
-    if (H5Dget_chunk_storage_size(d.id.get(), offset, &stored) < 0)
-      throw_hdf5(where, cat("cannot locate a chunk of dataset '", d.column->name, "'"));
-    if (stored == 0) {  // never written: all fill value (0)
+    const std::string what = cat("chunk of dataset '", d.column->name, "' at record ", row_chunk * d.chunk_rows);
+    const ChunkFile::Stored at = chunk_file.locate(d.id.get(), offset, where, what);
+    if (at.size == 0) {  // never written: all fill value (0)
       std::memset(c->data.get(), 0, d.chunk_bytes);
       c->deflated = false, c->decoded = d.chunk_bytes;
       return c;
     }
-    if (stored > compressBound(static_cast<uLong>(d.chunk_bytes)))
-      throw Error(where, cat("chunk of dataset '", d.column->name, "' claims ", stored, " stored bytes, expected at most ",
+    if (at.size > compressBound(static_cast<uLong>(d.chunk_bytes)))
+      throw Error(where, cat(what, " claims ", at.size, " stored bytes, expected at most ",
                              compressBound(static_cast<uLong>(d.chunk_bytes)), " for a ", d.chunk_bytes, "-byte chunk"));
-    c->stored = std::make_unique_for_overwrite<uint8_t[]>(stored);
-    c->stored_size = stored;
-    uint32_t skipped = 0;
-    if (H5Dread_chunk(d.id.get(), H5P_DEFAULT, offset, &skipped, c->stored.get()) < 0)
-      throw_hdf5(where, cat("cannot read a chunk of dataset '", d.column->name, "'"));
+    c->stored = std::make_unique_for_overwrite<uint8_t[]>(at.size);
+    c->stored_size = at.size;
+    chunk_file.read(at, c->stored.get(), where, what);
+    const uint32_t skipped = at.skipped_filters;
     c->deflated = d.deflate && !(skipped & 1u);  // bit 0 set: gzip was skipped for this chunk
     return c;
   }

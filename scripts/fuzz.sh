@@ -3,6 +3,8 @@
 # or scripts/fuzz.sh --all SECONDS. Builds build-fuzz/ with clang first. New interesting inputs
 # go to build-fuzz/corpus/TARGET; a crash leaves crash-* there and exits non-zero — copy the
 # reproducer into tests/fuzz/corpus/TARGET/ once fixed, so the replay test keeps it fixed.
+# PRETRAIN_FUZZ_SEED fixes libFuzzer's random seed (unset: a new one each run, for real fuzzing);
+# scripts/test.sh sets it so a CI verdict can be reproduced, and long runs stay random.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ $# -eq 2 ]] || { echo "usage: scripts/fuzz.sh TARGET|--all SECONDS" >&2; exit 2; }
@@ -32,7 +34,8 @@ for t in $targets; do
   # error, which the reader turns into ours). Crashes and other sanitizer reports still fail it.
   asan_extra=
   [[ $t == bert_hdf5 ]] && extra=(-fork=1 -ignore_ooms=1) && asan_extra=allocator_may_return_null=1
-  echo "fuzz $t for ${seconds}s"
+  [[ -n ${PRETRAIN_FUZZ_SEED:-} ]] && extra+=(-seed="$PRETRAIN_FUZZ_SEED")
+  echo "fuzz $t for ${seconds}s${PRETRAIN_FUZZ_SEED:+ (seed $PRETRAIN_FUZZ_SEED)}"
   if ! (cd build-fuzz/corpus && ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}$asan_extra ../fuzz/fuzz_$t -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
           "${extra[@]}" -artifact_prefix="$t-" -print_final_stats=0 "$t" ${seeds:+"$OLDPWD/$seeds"} >"$t.log" 2>&1); then
     tail -n 40 "build-fuzz/corpus/$t.log"

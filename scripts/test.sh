@@ -6,6 +6,7 @@
 #   PRETRAIN_SHARED_DATA  real reference data (default ../shared/data); tests needing it skip without it
 #   PRETRAIN_JOBS         parallel build jobs (default: nproc)
 #   PRETRAIN_FUZZ_SECONDS seconds per fuzz target in the smoke run (default 5; 0 skips)
+#   PRETRAIN_FUZZ_SEED    libFuzzer seed of the smoke run (default 1, so a failure reproduces)
 #   PRETRAIN_SKIP_ASAN=1  skip the ASan build (local iteration only; CI runs it)
 #   PRETRAIN_SKIP_TSAN=1  skip the TSan build of the loader tests (local iteration only)
 set -euo pipefail
@@ -53,7 +54,7 @@ fi
 fuzz_seconds=${PRETRAIN_FUZZ_SECONDS:-5}
 if [[ "$fuzz_seconds" != 0 ]] && command -v clang++ >/dev/null; then
   step "fuzz smoke: ${fuzz_seconds}s per target (build-fuzz/)"
-  scripts/fuzz.sh --all "$fuzz_seconds"
+  PRETRAIN_FUZZ_SEED=${PRETRAIN_FUZZ_SEED:-1} scripts/fuzz.sh --all "$fuzz_seconds"
 elif [[ "$fuzz_seconds" != 0 ]]; then
   echo "fuzz smoke skipped: clang++ not found (apt-get install clang libclang-rt-14-dev)"
 fi

@@ -57,11 +57,28 @@ def check_our_file_in_h5py(helper, tmp):
     print(f"h5py reads our shard: {n} records, {per_chunk} per chunk, all values equal")
 
 
-def check_nvidia_file_through_our_reader(helper, path):
+def check_h5py_file_with_user_block(helper, tmp):
+    """Raw chunks are read at the chunk index's addresses, which count from the superblock: a
+    512-byte user block moves every one of them. gzip and unfiltered datasets (both raw-chunk
+    layouts); the hyperslab path reads the same file through HDF5."""
+    path = os.path.join(tmp, "userblock.hdf5")
+    n, seq, max_pred = 301, 32, 5
+    data = expected_shard(n, seq, max_pred)
+    with h5py.File(path, "w", userblock_size=512) as f:
+        for i, name in enumerate(NAMES):
+            kwargs = dict(compression="gzip") if i % 2 else {}
+            f.create_dataset(name, data=data[name], chunks=(64,) + data[name].shape[1:], **kwargs)
+    assert check_file_through_our_reader(helper, path)["raw_chunk_path"]
+
+
+def check_file_through_our_reader(helper, path):
+    """Returns what the automatic path reported."""
     with h5py.File(path, "r") as f:
         want = {name: f[name][...] for name in NAMES}
+    first = None
     for read_path in ("auto", "hyperslab"):
         got = json.loads(run(helper, "dump", path, read_path).stdout)
+        first = first or got
         assert got["size"] == want["input_ids"].shape[0]
         assert got["seq_len"] == want["input_ids"].shape[1]
         assert got["max_predictions"] == want["masked_lm_positions"].shape[1]
@@ -71,19 +88,21 @@ def check_nvidia_file_through_our_reader(helper, path):
             assert bad.size == 0, f"{path} {name} ({read_path}): first mismatch at {bad[0].tolist()}"
         print(f"{os.path.basename(path)} ({read_path}, raw chunks: {got['raw_chunk_path']}): "
               f"{got['size']} records equal h5py's")
+    return first
 
 
 def main():
     helper = tool("bert_shard_dump")
     with tempdir() as tmp:
         check_our_file_in_h5py(helper, tmp)
+        check_h5py_file_with_user_block(helper, tmp)
     data = shared_data()
     golden = [os.path.join(data, "golden", f"nvidia-{name}-s128.hdf5") for name in ("bert-sample", "botchan")] if data else []
     golden = [p for p in golden if os.path.exists(p)]
     if not golden:
         skip("shared data with NVIDIA's golden shards not found (set PRETRAIN_SHARED_DATA)")
     for path in golden:
-        check_nvidia_file_through_our_reader(helper, path)
+        check_file_through_our_reader(helper, path)
 
 
 if __name__ == "__main__":
