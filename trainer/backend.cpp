@@ -81,8 +81,19 @@ void synchronize(const Device& d) {
 size_t device_memory_used(const Device& d) { return d.cuda ? cuda::memory_used(d) : 0; }
 
 void gemm(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  gemm_batched(d, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+          const GemmEpilogue& epilogue) {
+  if (m == 0 || n == 0) return;
+  if (!epilogue.bias && !epilogue.gelu_aux) return gemm_batched(d, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+  if (!epilogue.bias || beta != 0.0f) throw Error("gemm: an epilogue needs a bias and beta = 0");
+  if (d.cuda && cuda::gemm_epilogue(d, ta, tb, m, n, k, alpha, A, lda, B, ldb, C, ldc, epilogue)) return;
+  // The unfused form (the CPU, or a shape cuBLASLt has no fused kernel for): bias rows, GEMM onto
+  // them, then the GELU.
+  float* pre = epilogue.gelu_aux ? epilogue.gelu_aux : C;
+  if (ldc != n) throw Error("gemm: an epilogue needs ldc = n");
+  launch(d, m, kernels::BroadcastBias{pre, epilogue.bias, n});
+  gemm_batched(d, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, 1.0f, pre, ldc, 0, 1);
+  if (epilogue.gelu_aux) launch(d, m * n, kernels::GeluForward{C, pre, kernels::Gelu::tanh});
 }
 
 void gemm_batched(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
@@ -109,14 +120,24 @@ void gemm_batched(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64
   }
 }
 
-double sum_squares(const Device& d, const float* x, int64_t n) {
-  const int64_t chunks = kernels::reduce_chunks(n);
-  if (chunks == 0) return 0;
-  DeviceBuffer<double> partial(d, size_t(chunks));
-  launch(d, chunks, kernels::SumSquares{partial.get(), x, n});
-  double s = 0;
-  for (double p : partial.to_host()) s += p;
-  return s;
+double sum_squares(const Device& d, const float* x, int64_t n) { return sum_squares(d, {Tensor1d{x, n}})[0]; }
+
+std::vector<double> sum_squares(const Device& d, const std::vector<Tensor1d>& tensors) {
+  std::vector<kernels::ChunkRef> chunks;
+  for (const Tensor1d& t : tensors)
+    for (int64_t i = 0; i < t.n; i += kernels::kReduceChunk)
+      chunks.push_back({t.x + i, std::min(kernels::kReduceChunk, t.n - i)});
+  std::vector<double> sums(tensors.size(), 0.0);
+  if (chunks.empty()) return sums;
+  DeviceBuffer<kernels::ChunkRef> table(d, chunks.size());
+  table.from_host(chunks.data(), chunks.size());
+  DeviceBuffer<double> partial(d, chunks.size());
+  launch(d, int64_t(chunks.size()), kernels::SumSquaresChunks{partial.get(), table.get()});
+  const std::vector<double> parts = partial.to_host();
+  size_t k = 0;
+  for (size_t i = 0; i < tensors.size(); ++i)  // each tensor's chunks, in order: the same bits as one by one
+    for (int64_t e = 0; e < tensors[i].n; e += kernels::kReduceChunk) sums[i] += parts[k++];
+  return sums;
 }
 
 }  // namespace pretrain

@@ -1,5 +1,5 @@
 // Where the trainer computes: the CPU (oneTBB loops, OpenBLAS sgemm) or one CUDA device (the same
-// ops launched as kernels on one stream, cuBLAS GEMMs). The model, optimizer and checkpoint code
+// ops launched as kernels on one stream, cuBLASLt GEMMs). The model, optimizer and checkpoint code
 // call only what is here, so they are written once for both.
 #pragma once
 #include <cstddef>
@@ -25,7 +25,7 @@ struct Device {
   Precision gemm_precision = Precision::fp32;
   int index = 0;           // CUDA device
   void* stream = nullptr;  // cudaStream_t
-  void* blas = nullptr;    // cublasHandle_t
+  void* blas = nullptr;    // the CUDA backend's GEMM state (cuBLASLt handle, workspace, plans)
   std::string name;        // "cpu (2 threads)", "NVIDIA H100 80GB HBM3"
   int threads = 1;         // CPU: oneTBB and OpenBLAS threads
 };
@@ -45,11 +45,22 @@ void synchronize(const Device& d);
 // Bytes of device memory in use by this process (CUDA: cudaMemGetInfo; CPU: 0).
 size_t device_memory_used(const Device& d);
 
+// What a GEMM does to its product before storing it, fused into the GEMM on CUDA (cuBLASLt
+// epilogues) and run as the same kernels after sgemm on the CPU. With `bias` (n floats, one per
+// column of C; beta must be 0): C = A·B + bias. With `gelu_aux` too: gelu_aux = A·B + bias (the
+// pre-activation backward needs) and C = tanh-GELU of it. cuBLASLt's GELU is the tanh form only,
+// so BERT's erf GELU stays a separate op.
+struct GemmEpilogue {
+  const float* bias = nullptr;
+  float* gelu_aux = nullptr;  // ldc apart, like C
+};
+
 // C = alpha · op(A) · op(B) + beta · C, row-major, op = transpose when ta / tb; A is m×k after op.
-// In bf16 / fp16 (Device::gemm_precision) A and B are rounded to that type first: cuBLAS's
+// In bf16 / fp16 (Device::gemm_precision) A and B are rounded to that type first: cuBLASLt's
 // CUBLAS_COMPUTE_32F_FAST_16BF / _16F on a GPU, kernels::RoundOperand + sgemm on the CPU.
 void gemm(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+          const GemmEpilogue& epilogue = {});
 // `batch` GEMMs, the i-th on A + i·sa, B + i·sb, C + i·sc.
 void gemm_batched(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* A, int64_t lda, int64_t sa, const float* B, int64_t ldb, int64_t sb,
@@ -74,9 +85,15 @@ void launch(const Device& d, int64_t n, const Op& op) {
     cpu_launch(n, op);
 }
 
-// Σ x² over n elements in a fixed order (kernels::SumSquares chunks, added in order on the host):
-// the same bits at any thread count.
+// Σ x² over n elements in a fixed order (kernels::SumSquaresChunks of kReduceChunk elements,
+// added in order on the host): the same bits at any thread count.
 double sum_squares(const Device& d, const float* x, int64_t n);
+// The same for many tensors in one launch: result i is exactly sum_squares(d, x[i], n[i]).
+struct Tensor1d {
+  const float* x;
+  int64_t n;
+};
+std::vector<double> sum_squares(const Device& d, const std::vector<Tensor1d>& tensors);
 
 // A typed buffer of device memory.
 template <typename T>

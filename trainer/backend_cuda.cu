@@ -1,11 +1,15 @@
 // The CUDA backend: each op of trainer/kernels.h runs as a grid-stride kernel on the device's
 // stream (the op's body is the one the CPU backend runs and the unit tests check), GEMMs go to
-// cuBLAS. Nothing here is reached on a machine without a GPU: open_device stops first.
+// cuBLASLt with the bias / GELU epilogues fused. Nothing here is reached on a machine without a
+// GPU: open_device stops first.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "common/error.h"
 #include "trainer/backend_cuda.h"
@@ -25,6 +29,113 @@ void check(cublasStatus_t status, const char* what) {
 }
 
 cudaStream_t stream_of(const Device& d) { return static_cast<cudaStream_t>(d.stream); }
+
+// One cuBLASLt matmul configuration: descriptors and the algorithm the heuristic chose for a
+// shape, strides, alignments and epilogue. Pointers are set per call.
+struct LtPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool found = false;  // false: cuBLASLt has no algorithm for it (the caller falls back)
+};
+
+// Device::blas: cuBLAS (the fallback), cuBLASLt, its workspace and the plans made so far. A model
+// has a few dozen distinct GEMMs, so the heuristic runs a few dozen times per process.
+struct GemmState {
+  cublasHandle_t blas = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = size_t{32} << 20;  // what NVIDIA suggests for Hopper
+  std::map<std::vector<int64_t>, LtPlan> plans;
+};
+
+GemmState& gemm_state(const Device& d) { return *static_cast<GemmState*>(d.blas); }
+
+uint32_t alignment(const void* p, int64_t stride_elems, int64_t batch) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(p) | 256;
+  if (batch > 1) bits |= uint64_t(stride_elems) * sizeof(float);
+  return uint32_t(bits & (~bits + 1));  // the lowest set bit: the largest power of two dividing all
+}
+
+cublasLtMatrixLayout_t lt_layout(uint64_t rows, uint64_t cols, int64_t ld, int64_t stride, int64_t batch) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  check(cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, rows, cols, ld), "cublasLtMatrixLayoutCreate");
+  if (batch > 1) {
+    const int32_t count = int32_t(batch);
+    check(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count), "batch count");
+    check(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+          "batch stride");
+  }
+  return layout;
+}
+
+cublasComputeType_t compute_type(const Device& d) {
+  // fp32 storage throughout; bf16 / fp16 are the tensor-core compute modes that round A and B.
+  // fp32 stays fp32 (no TF32): the CPU and the PyTorch references are plain fp32.
+  return d.gemm_precision == Precision::bf16   ? CUBLAS_COMPUTE_32F_FAST_16BF
+         : d.gemm_precision == Precision::fp16 ? CUBLAS_COMPUTE_32F_FAST_16F
+                                               : CUBLAS_COMPUTE_32F;
+}
+
+// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: cuBLASLt's A is our B and its B our
+// A, and C's n columns are its rows (so the bias, one per column of C, is one per row for cuBLASLt).
+// Returns false when cuBLASLt has no algorithm for this GEMM.
+bool lt_matmul(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* A,
+               int64_t lda, int64_t sa, const float* B, int64_t ldb, int64_t sb, float beta, float* C, int64_t ldc,
+               int64_t sc, int64_t batch, const GemmEpilogue& ep) {
+  GemmState& g = gemm_state(d);
+  const cublasLtEpilogue_t epilogue = ep.gelu_aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                      : ep.bias   ? CUBLASLT_EPILOGUE_BIAS
+                                                  : CUBLASLT_EPILOGUE_DEFAULT;
+  const uint32_t align_a = alignment(B, sb, batch), align_b = alignment(A, sa, batch), align_c = alignment(C, sc, batch);
+  const uint32_t align_e = std::min(ep.bias ? alignment(ep.bias, 0, 1) : 256u, ep.gelu_aux ? alignment(ep.gelu_aux, 0, 1) : 256u);
+  std::vector<int64_t> key{ta, tb, m, n, k, lda, ldb, ldc, sa, sb, sc, batch, int64_t(epilogue), int64_t(d.gemm_precision),
+                           align_a, align_b, align_c, align_e, beta == 0.0f};
+  auto [it, fresh] = g.plans.try_emplace(std::move(key));
+  LtPlan& plan = it->second;
+  if (fresh) {
+    check(cublasLtMatmulDescCreate(&plan.desc, compute_type(d), CUDA_R_32F), "cublasLtMatmulDescCreate");
+    const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a), "transa");
+    check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b), "transb");
+    check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "epilogue");
+    if (ep.gelu_aux) {
+      const int64_t aux_ld = ldc;
+      check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld), "aux ld");
+    }
+    plan.a = lt_layout(uint64_t(tb ? k : n), uint64_t(tb ? n : k), ldb, sb, batch);
+    plan.b = lt_layout(uint64_t(ta ? m : k), uint64_t(ta ? k : m), lda, sa, batch);
+    plan.c = lt_layout(uint64_t(n), uint64_t(m), ldc, sc, batch);
+  }
+  if (ep.bias)
+    check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias, sizeof ep.bias), "bias");
+  if (ep.gelu_aux)
+    check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ep.gelu_aux,
+                                         sizeof ep.gelu_aux), "aux pointer");
+  if (fresh) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    const uint64_t workspace = g.workspace_bytes;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
+    // The defaults assume 256-byte-aligned operands; attention's per-head slices are not.
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c);
+    cublasLtMatmulHeuristicResult_t result{};
+    int count = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(g.lt, plan.desc, plan.a, plan.b, plan.c, plan.c, pref,
+                                                                 1, &result, &count);
+    cublasLtMatmulPreferenceDestroy(pref);
+    plan.found = status == CUBLAS_STATUS_SUCCESS && count > 0;
+    if (plan.found) plan.algo = result.algo;
+  }
+  if (!plan.found) return false;
+  check(cublasLtMatmul(g.lt, plan.desc, &alpha, B, plan.a, A, plan.b, &beta, C, plan.c, C, plan.c, &plan.algo,
+                       g.workspace, g.workspace_bytes, stream_of(d)),
+        "cublasLtMatmul");
+  return true;
+}
 
 template <typename Op>
 __global__ void op_kernel(Op op, int64_t n) {
@@ -50,20 +161,32 @@ void open(Device& d, int index) {
   check(cudaSetDevice(index), "cudaSetDevice");
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  cublasHandle_t handle = nullptr;
-  check(cublasCreate(&handle), "cublasCreate");
-  check(cublasSetStream(handle, stream), "cublasSetStream");
-  // fp32 GEMMs stay fp32 (no TF32): the CPU and the PyTorch references are plain fp32.
-  check(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  d.stream = stream;
+  auto* g = new GemmState;
+  d.blas = g;
+  check(cublasCreate(&g->blas), "cublasCreate");
+  check(cublasSetStream(g->blas, stream), "cublasSetStream");
+  check(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");  // no TF32, as compute_type
+  check(cublasLtCreate(&g->lt), "cublasLtCreate");
+  check(cudaMalloc(&g->workspace, g->workspace_bytes), "cudaMalloc (cuBLASLt workspace)");
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
-  d.stream = stream;
-  d.blas = handle;
   d.name = prop.name;
 }
 
 void close(Device& d) {
-  if (d.blas) cublasDestroy(static_cast<cublasHandle_t>(d.blas));
+  if (auto* g = static_cast<GemmState*>(d.blas)) {
+    if (d.stream) cudaStreamSynchronize(stream_of(d));
+    for (auto& [key, plan] : g->plans) {
+      if (plan.desc) cublasLtMatmulDescDestroy(plan.desc);
+      for (cublasLtMatrixLayout_t l : {plan.a, plan.b, plan.c})
+        if (l) cublasLtMatrixLayoutDestroy(l);
+    }
+    if (g->workspace) cudaFree(g->workspace);
+    if (g->lt) cublasLtDestroy(g->lt);
+    if (g->blas) cublasDestroy(g->blas);
+    delete g;
+  }
   if (d.stream) cudaStreamDestroy(stream_of(d));
   d.blas = d.stream = nullptr;
 }
@@ -106,19 +229,22 @@ size_t memory_used(const Device&) {
   return total - free_bytes;
 }
 
-// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the operands.
 void gemm_batched(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* A, int64_t lda, int64_t sa, const float* B, int64_t ldb, int64_t sb,
                   float beta, float* C, int64_t ldc, int64_t sc, int64_t batch) {
-  // fp32 storage throughout; bf16 / fp16 are the tensor-core compute modes that round A and B.
-  const cublasComputeType_t compute = d.gemm_precision == Precision::bf16   ? CUBLAS_COMPUTE_32F_FAST_16BF
-                                      : d.gemm_precision == Precision::fp16 ? CUBLAS_COMPUTE_32F_FAST_16F
-                                                                            : CUBLAS_COMPUTE_32F;
-  check(cublasGemmStridedBatchedEx(static_cast<cublasHandle_t>(d.blas), tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                   ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &alpha, B, CUDA_R_32F,
-                                   int(ldb), sb, A, CUDA_R_32F, int(lda), sa, &beta, C, CUDA_R_32F, int(ldc), sc,
-                                   int(batch), compute, CUBLAS_GEMM_DEFAULT),
+  if (lt_matmul(d, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch, {})) return;
+  // cuBLAS takes every shape cuBLASLt's heuristic may decline (row-major: the operands swapped).
+  check(cublasGemmStridedBatchedEx(gemm_state(d).blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   int(n), int(m), int(k), &alpha, B, CUDA_R_32F, int(ldb), sb, A, CUDA_R_32F, int(lda),
+                                   sa, &beta, C, CUDA_R_32F, int(ldc), sc, int(batch), compute_type(d),
+                                   CUBLAS_GEMM_DEFAULT),
         "cublasGemmStridedBatchedEx");
+}
+
+bool gemm_epilogue(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* A,
+                   int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, const GemmEpilogue& epilogue) {
+  if (epilogue.gelu_aux && ldc % 8 != 0) return false;  // cuBLASLt: the GELU input's ld must divide by 8
+  return lt_matmul(d, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, 0.0f, C, ldc, 0, 1, epilogue);
 }
 
 }  // namespace cuda

@@ -21,5 +21,9 @@ size_t memory_used(const Device& d);
 void gemm_batched(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* A, int64_t lda, int64_t sa, const float* B, int64_t ldb, int64_t sb,
                   float beta, float* C, int64_t ldc, int64_t sc, int64_t batch);
+// The bias / GELU epilogue fused into a cuBLASLt GEMM (beta = 0). False: no fused kernel for this
+// shape, and the caller runs the unfused form.
+bool gemm_epilogue(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* A,
+                   int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, const GemmEpilogue& epilogue);
 
 }  // namespace pretrain::cuda

@@ -22,6 +22,10 @@ void gemm_batched(const Device&, bool, bool, int64_t, int64_t, int64_t, float, c
                   int64_t, const float*, int64_t, int64_t, float, float*, int64_t, int64_t, int64_t) {
   unavailable();
 }
+bool gemm_epilogue(const Device&, bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
+                   int64_t, float*, int64_t, const GemmEpilogue&) {
+  unavailable();
+}
 }  // namespace cuda
 
 template <typename Op>

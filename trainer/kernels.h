@@ -410,16 +410,20 @@ struct RoundOperand {
 };
 
 // ---------------------------------------------------------------- optimizers and norms
-// Chunk k: partial[k] = Σ x² over elements [k·kReduceChunk, …) in order (double, so a norm over
-// 10⁸ parameters does not lose the small terms). The caller adds the partials in order.
-struct SumSquares {
-  double* partial;
+// Chunk k: partial[k] = Σ x² over its elements in order (double, so a norm over 10⁸ parameters
+// does not lose the small terms). The caller adds the partials in order. The chunk table says
+// which elements, so one launch covers every tensor of the model (a launch, an allocation and a
+// copy per tensor cost a GPU more than the sums).
+struct ChunkRef {
   const float* x;
-  int64_t n;
+  int64_t n;  // ≤ kReduceChunk
+};
+struct SumSquaresChunks {
+  double* partial;
+  const ChunkRef* chunks;
   PRETRAIN_HD void operator()(int64_t k) const {
-    const int64_t i0 = k * kReduceChunk, i1 = i0 + kReduceChunk < n ? i0 + kReduceChunk : n;
     double s = 0;
-    for (int64_t i = i0; i < i1; ++i) s += double(x[i]) * double(x[i]);
+    for (int64_t i = 0; i < chunks[k].n; ++i) s += double(chunks[k].x[i]) * double(chunks[k].x[i]);
     partial[k] = s;
   }
 };
@@ -475,5 +479,5 @@ struct LambStage2 {
   X(EmbedForward) X(EmbedBackward) X(LayerNormForward) X(LayerNormBackward)                       \
   X(LayerNormParamBackward) X(BroadcastBias) X(BiasBackward) X(Add) X(Accumulate) X(Scale)        \
   X(GeluForward) X(GeluBackward) X(TanhForward) X(TanhBackward) X(Dropout) X(SoftmaxForward)      \
-  X(SoftmaxBackward) X(CrossEntropy) X(GatherRows) X(ScatterAddRows) X(SumSquares) X(AdamW)       \
+  X(SoftmaxBackward) X(CrossEntropy) X(GatherRows) X(ScatterAddRows) X(SumSquaresChunks) X(AdamW)     \
   X(LambStage1) X(LambStage2) X(MaskedPositions) X(RoundOperand)

@@ -312,10 +312,19 @@ void Model::zero_grads() { device_zero(device_, grads_.get(), size_t(num_params_
 // ---------------------------------------------------------------- building blocks
 namespace {
 
-// out[N, OC] = inp[N, IC] · Wᵀ + b (W is [OC, IC], as nn.Linear keeps it).
+// out[N, OC] = inp[N, IC] · Wᵀ + b (W is [OC, IC], as nn.Linear keeps it); the bias rides in the
+// GEMM's epilogue.
 void linear(const Device& d, float* out, const float* inp, const float* W, const float* b, int64_t N, int64_t IC, int64_t OC) {
-  launch(d, N, BroadcastBias{out, b, OC});
-  gemm(d, false, true, N, OC, IC, 1.0f, inp, IC, W, IC, 1.0f, out, OC);
+  gemm(d, false, true, N, OC, IC, 1.0f, inp, IC, W, IC, 0.0f, out, OC, {.bias = b});
+}
+
+// pre = inp · Wᵀ + b, out = GELU(pre): one GEMM with a bias + GELU epilogue for the tanh form
+// (cuBLASLt has that one), a GEMM and GeluForward for erf.
+void linear_gelu(const Device& d, float* out, float* pre, Gelu act, const float* inp, const float* W, const float* b,
+                 int64_t N, int64_t IC, int64_t OC) {
+  if (act == Gelu::tanh) return gemm(d, false, true, N, OC, IC, 1.0f, inp, IC, W, IC, 0.0f, out, OC, {.bias = b, .gelu_aux = pre});
+  linear(d, pre, inp, W, b, N, IC, OC);
+  launch(d, N * OC, GeluForward{out, pre, act});
 }
 
 // dinp (= or += with accumulate) dout · W; dW += doutᵀ · inp; db += Σ dout.
@@ -434,9 +443,8 @@ void Model::forward_layer(int l, const ModelInputs& in, uint64_t key) {
     layernorm(device_, a.ln1, a.ln1_mean, a.ln1_rstd, a.res1, W.ln1_w, W.ln1_b, N, C, eps);
     mlp_in = a.ln1;
   }
-  linear(device_, a.fch, mlp_in, W.fc_w, W.fc_b, N, C, I);
   float* fch_gelu = a.fch_gelu ? a.fch_gelu : p.gelu_scratch;
-  launch(device_, N * I, GeluForward{fch_gelu, a.fch, act});
+  linear_gelu(device_, fch_gelu, a.fch, act, mlp_in, W.fc_w, W.fc_b, N, C, I);
   linear(device_, a.res2, fch_gelu, W.fcproj_w, W.fcproj_b, N, I, C);
   dropout(device_, a.res2, N * C, site_key(key, l, kSiteMlpOut), pd);
   launch(device_, N * C, Accumulate{a.res2, pre ? a.res1 : a.ln1});
@@ -577,8 +585,7 @@ Losses Model::bert_step(const ModelInputs& in, bool backward, float loss_scale, 
   int64_t count = 0;
   for (int32_t v : targets) count += v >= 0;
   launch(device_, M, GatherRows{p.mlm_h, xL, p.mlm_rows, C});
-  linear(device_, p.mlm_t, p.mlm_h, w(t + "dense.weight"), w(t + "dense.bias"), M, C, C);
-  launch(device_, M * C, GeluForward{p.mlm_tg, p.mlm_t, Gelu::erf});
+  linear_gelu(device_, p.mlm_tg, p.mlm_t, Gelu::erf, p.mlm_h, w(t + "dense.weight"), w(t + "dense.bias"), M, C, C);
   layernorm(device_, p.mlm_ln, p.mlm_mean, p.mlm_rstd, p.mlm_tg, w(t + "LayerNorm.weight"), w(t + "LayerNorm.bias"), M,
             C, config_.ln_eps);
   linear(device_, p.mlm_logits, p.mlm_ln, wte, w("cls.predictions.bias"), M, C, V);

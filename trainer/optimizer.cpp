@@ -74,9 +74,11 @@ UpdateInfo Optimizer::step(int64_t t, double grad_unscale) {
   UpdateInfo info;
   info.lr = learning_rate(config_, t);
   // Σ g² over this rank's shard, tensor by tensor in order, then over the ranks.
-  double g2 = 0;
+  std::vector<Tensor1d> shard_grads;
   for (const ParamInfo& p : params)
-    if (Span s = part(p, lo_, hi_); s.size()) g2 += sum_squares(d, model_.grads() + s.begin, s.size());
+    if (Span s = part(p, lo_, hi_); s.size()) shard_grads.push_back({model_.grads() + s.begin, s.size()});
+  double g2 = 0;
+  for (double s : sum_squares(d, shard_grads)) g2 += s;
   if (zero_) comm_->all_reduce_sum(&g2, 1);
   info.grad_norm = std::sqrt(g2) * grad_unscale;
   if (!std::isfinite(info.grad_norm)) {
@@ -112,7 +114,8 @@ UpdateInfo Optimizer::step(int64_t t, double grad_unscale) {
   }
   // LAMB: the update direction everywhere first, then ‖w‖ and ‖u‖ per tensor (over the ranks
   // when sharded), then w −= lr · trust · u.
-  std::vector<double> norms(2 * params.size(), 0.0);
+  std::vector<Tensor1d> decayed;  // weights and update of each decayed tensor, in order
+  std::vector<size_t> decayed_index;
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamInfo& p = params[i];
     const Span s = part(p, lo_, hi_);
@@ -122,10 +125,14 @@ UpdateInfo Optimizer::step(int64_t t, double grad_unscale) {
                                             model_.weights() + s.begin, model_.grads() + s.begin, b1, b2, eps, wd,
                                             clip, bc1, bc2});
     if (wd != 0.0f) {
-      norms[2 * i] = sum_squares(d, model_.weights() + s.begin, s.size());
-      norms[2 * i + 1] = sum_squares(d, at(update_.get(), s), s.size());
+      decayed.push_back({model_.weights() + s.begin, s.size()}), decayed.push_back({at(update_.get(), s), s.size()});
+      decayed_index.push_back(i);
     }
   }
+  std::vector<double> norms(2 * params.size(), 0.0);
+  const std::vector<double> sums = sum_squares(d, decayed);
+  for (size_t j = 0; j < decayed_index.size(); ++j)
+    norms[2 * decayed_index[j]] = sums[2 * j], norms[2 * decayed_index[j] + 1] = sums[2 * j + 1];
   if (zero_) comm_->all_reduce_sum(norms.data(), int64_t(norms.size()));
   for (size_t i = 0; i < params.size(); ++i) {
     const Span s = part(params[i], lo_, hi_);

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "common/device.h"
+#include "common/error.h"
 #include "trainer/optimizer.h"
 
 namespace pretrain {
@@ -102,6 +103,49 @@ void TrainerGpu::check_against_cpu(Precision precision) {
     expect_close({a.weights(), a.weights() + a.num_parameters()}, wb, std::string("weights after ") + optimizer_name(kind),
                  tol);
   }
+}
+
+// cuBLASLt against OpenBLAS on shapes the model does not reach: every transpose pair, operands one
+// float off 256-byte alignment (attention's head slices), batches, and the bias / GELU epilogues
+// both where cuBLASLt fuses them and where it cannot (an ld not divisible by 8 falls back).
+TEST(TrainerGpuGemm, CublasLtMatchesOpenBlas) {
+  const DeviceReport r = query_devices();
+  if (!r.built_with_cuda || r.gpus.empty()) GTEST_SKIP() << "no GPU here";
+  Device cpu = open_device("cpu", 2), gpu = open_device("cuda:0", 1);
+  std::mt19937 gen(5);
+  std::normal_distribution<float> normal;
+  auto upload = [&](const std::vector<float>& v) {
+    DeviceBuffer<float> b(gpu, v.size());
+    b.from_host(v.data(), v.size());
+    return b;
+  };
+  for (int64_t n : {9, 16})
+    for (int tr = 0; tr < 4; ++tr)
+      for (int epi = 0; epi < 3; ++epi)
+        for (int64_t off : {0, 1}) {
+          const bool ta = tr & 1, tb = tr & 2;
+          const int64_t m = 13, k = 37, batch = epi ? 1 : 3;
+          const int64_t lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n;
+          const int64_t sa = lda * (ta ? k : m) + 5, sb = ldb * (tb ? n : k) + 3, sc = m * n;
+          SCOPED_TRACE(cat("n ", n, " ta ", ta, " tb ", tb, " epilogue ", epi, " offset ", off));
+          std::vector<float> A(size_t(off + sa * batch)), B(size_t(off + sb * batch)), bias(size_t(n + off)),
+              C(size_t(off + sc * batch), 0.0f), aux(C.size(), 0.0f);
+          for (auto* v : {&A, &B, &bias}) for (float& x : *v) x = normal(gen);
+          DeviceBuffer<float> dA = upload(A), dB = upload(B), dbias = upload(bias), dC = upload(C), daux = upload(aux);
+          GemmEpilogue ec, eg;
+          if (epi >= 1) ec.bias = bias.data() + off, eg.bias = dbias.get() + off;
+          if (epi == 2) ec.gelu_aux = aux.data() + off, eg.gelu_aux = daux.get() + off;
+          if (epi == 0) {
+            gemm_batched(cpu, ta, tb, m, n, k, 0.5f, A.data() + off, lda, sa, B.data() + off, ldb, sb, 0.0f, C.data() + off, ldc, sc, batch);
+            gemm_batched(gpu, ta, tb, m, n, k, 0.5f, dA.get() + off, lda, sa, dB.get() + off, ldb, sb, 0.0f, dC.get() + off, ldc, sc, batch);
+          } else {
+            gemm(cpu, ta, tb, m, n, k, 0.5f, A.data() + off, lda, B.data() + off, ldb, 0.0f, C.data() + off, ldc, ec);
+            gemm(gpu, ta, tb, m, n, k, 0.5f, dA.get() + off, lda, dB.get() + off, ldb, 0.0f, dC.get() + off, ldc, eg);
+          }
+          expect_close(C, dC.to_host(), "C", 1e-5);
+          if (epi == 2) expect_close(aux, daux.to_host(), "GELU input", 1e-5);
+        }
+  close_device(gpu);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, TrainerGpu, ::testing::Values(ModelKind::bert, ModelKind::gpt),

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "common/error.h"
 #include "trainer/backend.h"
 #include "trainer/reference.h"
 
@@ -157,6 +158,46 @@ TEST(Kernels, SumSquaresIsExactAcrossChunks) {
   const int64_t n = 3 * kReduceChunk + 17;
   std::vector<float> x(size_t(n), 0.5f);
   EXPECT_DOUBLE_EQ(sum_squares(kCpu, x.data(), n), 0.25 * double(n));
+}
+
+TEST(Kernels, SumSquaresOverManyTensorsEqualsOneByOne) {
+  // Sizes on both sides of the chunk, and an empty tensor in the middle.
+  const std::vector<int64_t> sizes{5, kReduceChunk, 0, 2 * kReduceChunk + 3, 1};
+  std::vector<std::vector<float>> data;
+  std::vector<Tensor1d> tensors;
+  for (size_t i = 0; i < sizes.size(); ++i) data.push_back(random_floats(size_t(sizes[i]), 40 + uint32_t(i)));
+  for (size_t i = 0; i < sizes.size(); ++i) tensors.push_back({data[i].data(), sizes[i]});
+  const std::vector<double> sums = sum_squares(kCpu, tensors);
+  ASSERT_EQ(sums.size(), sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(sums[i], sum_squares(kCpu, data[i].data(), sizes[i])) << i;  // the same bits
+    double want = 0;
+    for (float x : data[i]) want += double(x) * double(x);
+    expect_close(want, sums[i], 1e-12, "sum of squares");
+  }
+  EXPECT_TRUE(sum_squares(kCpu, std::vector<Tensor1d>{}).empty());
+}
+
+// The bias and bias + tanh-GELU epilogues (fused by cuBLASLt on a GPU) against their definition.
+TEST(Kernels, GemmEpiloguesAddTheBiasThenGelu) {
+  const int64_t m = 6, n = 9, k = 31;
+  auto a = random_floats(m * k, 21), w = random_floats(n * k, 22), bias = random_floats(n, 23);
+  std::vector<float> c(m * n, 7.0f), aux(m * n, 7.0f), plain(m * n, 7.0f);
+  gemm(kCpu, false, true, m, n, k, 1.0f, a.data(), k, w.data(), k, 0.0f, plain.data(), n, {.bias = bias.data()});
+  gemm(kCpu, false, true, m, n, k, 1.0f, a.data(), k, w.data(), k, 0.0f, c.data(), n,
+       {.bias = bias.data(), .gelu_aux = aux.data()});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = bias[size_t(j)];
+      for (int64_t q = 0; q < k; ++q) s += double(a[size_t(i * k + q)]) * double(w[size_t(j * k + q)]);
+      const size_t at = size_t(i * n + j);
+      expect_close(s, plain[at], 1e-5, "bias");
+      EXPECT_EQ(aux[at], plain[at]) << "the pre-activation is the bias epilogue's output";
+      expect_close(reference::gelu_tanh(s), c[at], 1e-5, "gelu");
+    }
+  std::vector<float> out(m * n);
+  EXPECT_THROW(gemm(kCpu, false, true, m, n, k, 1.0f, a.data(), k, w.data(), k, 1.0f, out.data(), n, {.bias = bias.data()}),
+               Error);  // an epilogue with beta ≠ 0 would add C twice on one backend and once on the other
 }
 
 TEST(Kernels, DropoutKeepsAboutOneMinusPAndScales) {
