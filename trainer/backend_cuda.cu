@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "trainer/backend_cuda.h"
+#include "trainer/gemm_layout.h"
 
 namespace pretrain {
 namespace {
@@ -77,35 +78,37 @@ cublasComputeType_t compute_type(const Device& d) {
                                                : CUBLAS_COMPUTE_32F;
 }
 
-// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: cuBLASLt's A is our B and its B our
-// A, and C's n columns are its rows (so the bias, one per column of C, is one per row for cuBLASLt).
-// Returns false when cuBLASLt has no algorithm for this GEMM.
-bool lt_matmul(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* A,
-               int64_t lda, int64_t sa, const float* B, int64_t ldb, int64_t sb, float beta, float* C, int64_t ldc,
-               int64_t sc, int64_t batch, const GemmEpilogue& ep) {
-  GemmState& g = gemm_state(d);
+cublasOperation_t op(const ColMajorOperand& x) { return x.transpose ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+// cuBLASLt on the column-major form of a row-major GEMM (trainer/gemm_layout.h; the bias, one per
+// column of our C, is one per row of cuBLASLt's D). Returns false when cuBLASLt has no algorithm
+// for this GEMM.
+bool lt_matmul(const Device& d, const ColMajorGemm& g, int64_t batch, float alpha, float beta, const GemmEpilogue& ep) {
+  GemmState& state = gemm_state(d);
   const cublasLtEpilogue_t epilogue = ep.gelu_aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
                                       : ep.bias   ? CUBLASLT_EPILOGUE_BIAS
                                                   : CUBLASLT_EPILOGUE_DEFAULT;
-  const uint32_t align_a = alignment(B, sb, batch), align_b = alignment(A, sa, batch), align_c = alignment(C, sc, batch);
+  const uint32_t align_a = alignment(g.a.data, g.a.stride, batch), align_b = alignment(g.b.data, g.b.stride, batch),
+                 align_d = alignment(g.d, g.stride_d, batch);
   const uint32_t align_e = std::min(ep.bias ? alignment(ep.bias, 0, 1) : 256u, ep.gelu_aux ? alignment(ep.gelu_aux, 0, 1) : 256u);
-  std::vector<int64_t> key{ta, tb, m, n, k, lda, ldb, ldc, sa, sb, sc, batch, int64_t(epilogue), int64_t(d.gemm_precision),
-                           align_a, align_b, align_c, align_e, beta == 0.0f};
-  auto [it, fresh] = g.plans.try_emplace(std::move(key));
+  std::vector<int64_t> key{g.a.transpose, g.b.transpose, g.m, g.n, g.k, g.a.ld, g.b.ld, g.ldd, g.a.stride, g.b.stride,
+                           g.stride_d, batch, int64_t(epilogue), int64_t(d.gemm_precision), align_a, align_b, align_d,
+                           align_e, beta == 0.0f};
+  auto [it, fresh] = state.plans.try_emplace(std::move(key));
   LtPlan& plan = it->second;
   if (fresh) {
     check(cublasLtMatmulDescCreate(&plan.desc, compute_type(d), CUDA_R_32F), "cublasLtMatmulDescCreate");
-    const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_a = op(g.a), op_b = op(g.b);
     check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a), "transa");
     check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b), "transb");
     check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "epilogue");
     if (ep.gelu_aux) {
-      const int64_t aux_ld = ldc;
+      const int64_t aux_ld = g.ldd;
       check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld), "aux ld");
     }
-    plan.a = lt_layout(uint64_t(tb ? k : n), uint64_t(tb ? n : k), ldb, sb, batch);
-    plan.b = lt_layout(uint64_t(ta ? m : k), uint64_t(ta ? k : m), lda, sa, batch);
-    plan.c = lt_layout(uint64_t(n), uint64_t(m), ldc, sc, batch);
+    plan.a = lt_layout(uint64_t(g.a.rows), uint64_t(g.a.cols), g.a.ld, g.a.stride, batch);
+    plan.b = lt_layout(uint64_t(g.b.rows), uint64_t(g.b.cols), g.b.ld, g.b.stride, batch);
+    plan.c = lt_layout(uint64_t(g.m), uint64_t(g.n), g.ldd, g.stride_d, batch);
   }
   if (ep.bias)
     check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias, sizeof ep.bias), "bias");
@@ -115,24 +118,24 @@ bool lt_matmul(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t 
   if (fresh) {
     cublasLtMatmulPreference_t pref = nullptr;
     check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-    const uint64_t workspace = g.workspace_bytes;
+    const uint64_t workspace = state.workspace_bytes;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
     // The defaults assume 256-byte-aligned operands; attention's per-head slices are not.
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d);
     cublasLtMatmulHeuristicResult_t result{};
     int count = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(g.lt, plan.desc, plan.a, plan.b, plan.c, plan.c, pref,
-                                                                 1, &result, &count);
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(state.lt, plan.desc, plan.a, plan.b, plan.c, plan.c,
+                                                                 pref, 1, &result, &count);
     cublasLtMatmulPreferenceDestroy(pref);
     plan.found = status == CUBLAS_STATUS_SUCCESS && count > 0;
     if (plan.found) plan.algo = result.algo;
   }
   if (!plan.found) return false;
-  check(cublasLtMatmul(g.lt, plan.desc, &alpha, B, plan.a, A, plan.b, &beta, C, plan.c, C, plan.c, &plan.algo,
-                       g.workspace, g.workspace_bytes, stream_of(d)),
+  check(cublasLtMatmul(state.lt, plan.desc, &alpha, g.a.data, plan.a, g.b.data, plan.b, &beta, g.d, plan.c, g.d, plan.c,
+                       &plan.algo, state.workspace, state.workspace_bytes, stream_of(d)),
         "cublasLtMatmul");
   return true;
 }
@@ -232,11 +235,12 @@ size_t memory_used(const Device&) {
 void gemm_batched(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* A, int64_t lda, int64_t sa, const float* B, int64_t ldb, int64_t sb,
                   float beta, float* C, int64_t ldc, int64_t sc, int64_t batch) {
-  if (lt_matmul(d, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch, {})) return;
-  // cuBLAS takes every shape cuBLASLt's heuristic may decline (row-major: the operands swapped).
-  check(cublasGemmStridedBatchedEx(gemm_state(d).blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                   int(n), int(m), int(k), &alpha, B, CUDA_R_32F, int(ldb), sb, A, CUDA_R_32F, int(lda),
-                                   sa, &beta, C, CUDA_R_32F, int(ldc), sc, int(batch), compute_type(d),
+  const ColMajorGemm g = col_major_gemm(ta, tb, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc);
+  if (lt_matmul(d, g, batch, alpha, beta, {})) return;
+  // cuBLAS takes every shape cuBLASLt's heuristic may decline.
+  check(cublasGemmStridedBatchedEx(gemm_state(d).blas, op(g.a), op(g.b), int(g.m), int(g.n), int(g.k), &alpha, g.a.data,
+                                   CUDA_R_32F, int(g.a.ld), g.a.stride, g.b.data, CUDA_R_32F, int(g.b.ld), g.b.stride,
+                                   &beta, g.d, CUDA_R_32F, int(g.ldd), g.stride_d, int(batch), compute_type(d),
                                    CUBLAS_GEMM_DEFAULT),
         "cublasGemmStridedBatchedEx");
 }
@@ -244,7 +248,7 @@ void gemm_batched(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64
 bool gemm_epilogue(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* A,
                    int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, const GemmEpilogue& epilogue) {
   if (epilogue.gelu_aux && ldc % 8 != 0) return false;  // cuBLASLt: the GELU input's ld must divide by 8
-  return lt_matmul(d, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, 0.0f, C, ldc, 0, 1, epilogue);
+  return lt_matmul(d, col_major_gemm(ta, tb, m, n, k, A, lda, 0, B, ldb, 0, C, ldc, 0), 1, alpha, 0.0f, epilogue);
 }
 
 }  // namespace cuda
