@@ -195,7 +195,10 @@ struct Model::Plan {
   float *emb, *emb_mean, *emb_rstd, *x0, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;  // GPT and shared
   float *mlm_h, *mlm_t, *mlm_tg, *mlm_ln, *mlm_mean, *mlm_rstd, *mlm_logits, *mlm_losses;
   float *cls_h, *pool_pre, *pool, *nsp_logits, *nsp_losses;
-  float *dx, *d_a, *d_b, *d_c, *d_fch, *d_qkv, *d_probs, *d_m1, *d_m2, *d_cls, *d_pool, *gelu_scratch;
+  float *dx, *d_a, *d_b, *d_c, *d_fch, *d_qkv, *d_probs, *d_m1, *d_m2, *d_cls, *d_pool;
+  // --recompute: one layer's GELU output and attention probabilities (before and after dropout),
+  // refilled by the backward pass instead of kept for every layer.
+  float *gelu_scratch, *probs_scratch, *probs_drop_scratch;
   int32_t *mlm_rows, *mlm_targets, *cls_rows;
   std::vector<float> kept_logits;
 };
@@ -216,12 +219,14 @@ void Model::plan_for(int64_t B, int64_t T, int64_t P) {
     p.emb = take(N * C), p.emb_mean = take(N), p.emb_rstd = take(N), p.x0 = take(N * C);
     for (auto& a : p.acts) {
       a.ln1 = take(N * C), a.ln1_mean = take(N), a.ln1_rstd = take(N), a.qkv = take(N * 3 * C);
-      a.probs = take(B * NH * T * T);
-      a.probs_drop = config_.attention_dropout > 0 ? take(B * NH * T * T) : nullptr;
+      a.probs = recompute_ ? nullptr : take(B * NH * T * T);
+      a.probs_drop = config_.attention_dropout > 0 && !recompute_ ? take(B * NH * T * T) : nullptr;
       a.att = take(N * C), a.res1 = take(N * C), a.ln2 = take(N * C), a.ln2_mean = take(N), a.ln2_rstd = take(N);
       a.fch = take(N * I), a.fch_gelu = recompute_ ? nullptr : take(N * I), a.res2 = take(N * C);
     }
     p.gelu_scratch = recompute_ ? take(N * I) : nullptr;
+    p.probs_scratch = recompute_ ? take(B * NH * T * T) : nullptr;
+    p.probs_drop_scratch = recompute_ && config_.attention_dropout > 0 ? take(B * NH * T * T) : nullptr;
     if (!bert) {
       p.lnf = take(N * C), p.lnf_mean = take(N), p.lnf_rstd = take(N), p.logits = take(N * V), p.losses = take(N);
     } else {
@@ -244,6 +249,11 @@ void Model::plan_for(int64_t B, int64_t T, int64_t P) {
   for (int64_t b = 0; b < B; ++b) cls[size_t(b)] = int32_t(b * T);
   if (B) copy_to_device(device_, p.cls_rows, cls.data(), cls.size() * sizeof(int32_t));
   p.B = B, p.T = T, p.P = P;
+}
+
+void Model::set_recompute(bool on) {
+  if (on != recompute_) plan_->B = -1;  // the next step carves the activations again
+  recompute_ = on;
 }
 
 size_t Model::activation_bytes() const { return plan_->arena.size() * sizeof(float); }
@@ -362,25 +372,34 @@ double sum_losses(const Device& d, const float* losses, int64_t n) {
 }  // namespace
 
 // ---------------------------------------------------------------- one transformer layer
-void Model::attention_forward(int l, const ModelInputs& in, uint64_t key) {
+// Scores, masked softmax and dropout of layer l into its probability buffers (the layer's own, or
+// with --recompute the shared scratch, which the backward pass refills with the same bits).
+// Returns what multiplies the values: the probabilities after dropout.
+const float* Model::attention_probs(int l, const ModelInputs& in, uint64_t key) {
   Plan& p = *plan_;
   Plan::LayerActs& a = p.acts[size_t(l)];
   const int64_t B = in.B, T = in.T, C = config_.hidden, NH = config_.heads, hs = config_.head_size();
   const float scale = 1.0f / std::sqrt(float(hs));
   const bool bert = config_.kind == ModelKind::bert;
+  float* probs = recompute_ ? p.probs_scratch : a.probs;
   // Row t of qkv is [q | k | v], head h at offset h·hs of each: GEMMs over heads with stride hs.
   for (int64_t b = 0; b < B; ++b) {
     const float* q = a.qkv + b * T * 3 * C;
-    gemm_batched(device_, false, true, T, T, hs, scale, q, 3 * C, hs, q + C, 3 * C, hs, 0.0f, a.probs + b * NH * T * T,
+    gemm_batched(device_, false, true, T, T, hs, scale, q, 3 * C, hs, q + C, 3 * C, hs, 0.0f, probs + b * NH * T * T,
                  T, T * T, NH);
   }
-  launch(device_, B * NH * T, SoftmaxForward{a.probs, a.probs, bert ? in.mask : nullptr, !bert, NH, T});
-  const float* probs = a.probs;
+  launch(device_, B * NH * T, SoftmaxForward{probs, probs, bert ? in.mask : nullptr, !bert, NH, T});
   const uint64_t k = site_key(key, l, kSiteAttnProbs);
-  if (k != 0 && config_.attention_dropout > 0) {
-    launch(device_, B * NH * T * T, Dropout{a.probs_drop, a.probs, k, config_.attention_dropout});
-    probs = a.probs_drop;
-  }
+  if (k == 0 || config_.attention_dropout <= 0) return probs;
+  float* dropped = recompute_ ? p.probs_drop_scratch : a.probs_drop;
+  launch(device_, B * NH * T * T, Dropout{dropped, probs, k, config_.attention_dropout});
+  return dropped;
+}
+
+void Model::attention_forward(int l, const ModelInputs& in, uint64_t key) {
+  Plan::LayerActs& a = plan_->acts[size_t(l)];
+  const int64_t B = in.B, T = in.T, C = config_.hidden, NH = config_.heads, hs = config_.head_size();
+  const float* probs = attention_probs(l, in, key);
   for (int64_t b = 0; b < B; ++b) {
     const float* v = a.qkv + b * T * 3 * C + 2 * C;
     gemm_batched(device_, false, false, T, hs, T, 1.0f, probs + b * NH * T * T, T, T * T, v, 3 * C, hs, 0.0f,
@@ -395,7 +414,8 @@ void Model::attention_backward(int l, const ModelInputs& in, uint64_t key, const
   const float scale = 1.0f / std::sqrt(float(hs));
   const uint64_t k = site_key(key, l, kSiteAttnProbs);
   const bool dropped = k != 0 && config_.attention_dropout > 0;
-  const float* probs = dropped ? a.probs_drop : a.probs;
+  const float* probs = recompute_ ? attention_probs(l, in, key) : dropped ? a.probs_drop : a.probs;
+  const float* softmax_out = recompute_ ? p.probs_scratch : a.probs;
   for (int64_t b = 0; b < B; ++b) {
     const float *qkv = a.qkv + b * T * 3 * C, *dO = datt + b * T * C;
     float* dP = p.d_probs + b * NH * T * T;
@@ -404,7 +424,7 @@ void Model::attention_backward(int l, const ModelInputs& in, uint64_t key, const
                  dqkv + b * T * 3 * C + 2 * C, 3 * C, hs, NH);
   }
   if (dropped) launch(device_, B * NH * T * T, Dropout{p.d_probs, p.d_probs, k, config_.attention_dropout});
-  launch(device_, B * NH * T, SoftmaxBackward{p.d_probs, p.d_probs, a.probs, T});
+  launch(device_, B * NH * T, SoftmaxBackward{p.d_probs, p.d_probs, softmax_out, T});
   for (int64_t b = 0; b < B; ++b) {
     const float* qkv = a.qkv + b * T * 3 * C;
     const float* dS = p.d_probs + b * NH * T * T;

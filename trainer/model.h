@@ -109,8 +109,10 @@ class Model {
   using GradsReady = std::function<void(int64_t begin, int64_t end)>;
   void set_grads_ready(GradsReady f) { grads_ready_ = std::move(f); }
 
-  // --recompute: the GELU outputs are not kept but recomputed in the backward pass.
-  void set_recompute(bool on) { recompute_ = on; }
+  // --recompute: the GELU outputs and the attention probabilities (Megatron's selective
+  // recomputation: the B·heads·T² tensors that dominate activation memory at long sequences) are
+  // not kept per layer but recomputed in the backward pass, with the same bits.
+  void set_recompute(bool on);
   size_t activation_bytes() const;  // of the current plan (after the first step)
   size_t parameter_bytes() const { return size_t(num_params_) * sizeof(float); }
 
@@ -119,6 +121,7 @@ class Model {
   void plan_for(int64_t B, int64_t T, int64_t P);
   void forward_layer(int l, const ModelInputs& in, uint64_t key);
   void backward_layer(int l, const ModelInputs& in, uint64_t key, const float* dout, float* dinp);
+  const float* attention_probs(int l, const ModelInputs& in, uint64_t key);
   void attention_forward(int l, const ModelInputs& in, uint64_t key);
   void attention_backward(int l, const ModelInputs& in, uint64_t key, const float* datt, float* dqkv);
   Losses bert_step(const ModelInputs& in, bool backward, float loss_scale, uint64_t key, bool keep_logits);

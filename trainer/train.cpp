@@ -64,7 +64,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--export", o.export_path, "write the final weights as safetensors (HF / nanoGPT names)");
   app.add_option("--log-dir", o.log_dir, "write metrics.jsonl and train.log here");
   app.add_option("--seed", o.seed, "weights, dropout and data order")->capture_default_str();
-  app.add_flag("--recompute", o.recompute, "recompute GELU outputs in the backward pass (less activation memory)");
+  app.add_flag("--recompute", o.recompute, "recompute GELU outputs and attention probabilities in the backward pass (less activation memory)");
   if (bert) app.add_flag("--dynamic-masking", o.dynamic_masking, "mask anew each epoch (LDDL style) in the loader");
   app.add_option("--bucket-mb", o.bucket_mb,
                  "data parallel: gradients reduced in buckets of this size while the backward pass runs "

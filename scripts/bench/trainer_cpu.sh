@@ -53,8 +53,8 @@ def flops(kind, L, C, V, T, masked=0):
     return f + (6 * T * C * V if kind == "gpt" else 6 * (C * C + 2 * C) + 6 * masked * (C * C + C * V))
 print()
 print("On paper (per step; bf16 weights/activations, fp32 master weights and Adam moments):")
-print("| model | seq | global batch | parameters | TFLOP per step | weight+grad+optimizer bytes | activation bytes (no recompute) | H100 step at 60% MFU |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
+print("| model | seq | global batch | parameters | TFLOP per step | weight+grad+optimizer bytes | activation bytes (no recompute) | with --recompute | H100 step at 60% MFU |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for name, kind, L, C, V, T, B, heads, masked in (("BERT-large", "bert", 24, 1024, 30522, 128, 256, 16, 20),
                                                   ("GPT-2 124M", "gpt", 12, 768, 50257, 1024, 512, 12, 0)):
     params = V * C + (512 if kind == "bert" else 1024) * C + L * (12 * C * C + 13 * C)
@@ -62,6 +62,9 @@ for name, kind, L, C, V, T, B, heads, masked in (("BERT-large", "bert", 24, 1024
     state = params * (2 + 2 + 4 + 4 + 4)  # bf16 weights + bf16 grads + fp32 master + 2 fp32 moments
     # per layer and token: ~34·C bytes of bf16 activations plus 5·heads·T for attention (Korthikanti et al.)
     act = L * B * T * (34 * C + 5 * heads * T)
+    # --recompute drops the attention term (selective recomputation) and the GELU output (8·C)
+    act_recompute = L * B * T * (34 - 8) * C
     ms = f / (0.6 * 989e12) * 1e3
-    print(f"| {name} | {T} | {B} | {params/1e6:.0f}M | {f/1e12:.1f} | {state/1e9:.2f} GB | {act/1e9:.1f} GB | {ms:.0f} ms |")
+    print(f"| {name} | {T} | {B} | {params/1e6:.0f}M | {f/1e12:.1f} | {state/1e9:.2f} GB | {act/1e9:.1f} GB | "
+          f"{act_recompute/1e9:.1f} GB | {ms:.0f} ms |")
 PY

@@ -107,6 +107,36 @@ TEST_P(ModelTest, SameBitsAtOneAndTwoThreads) {
   EXPECT_EQ(gradients_with_threads(GetParam(), 1), gradients_with_threads(GetParam(), 2));
 }
 
+// --recompute refills the GELU outputs and the attention probabilities (dropout on, so the masks
+// are drawn again too) in the backward pass: the same loss and gradient bits, with less memory —
+// at least the per-layer probability tensors the scratch pair replaces.
+TEST_P(ModelTest, RecomputeGivesTheSameBitsWithLessMemory) {
+  ModelConfig c = tiny(GetParam());
+  c.hidden_dropout = c.attention_dropout = 0.1f;
+  c.layers = 3;
+  const Data data(4);
+  auto run = [&](bool recompute, size_t* bytes) {
+    Model model(c, kCpu);
+    model.set_recompute(!recompute);  // toggled after a step too: the plan must follow
+    model.init_weights(5);
+    model.zero_grads();
+    model.step(data.inputs(GetParam()), true, 1.0f, 17);
+    model.set_recompute(recompute);
+    model.zero_grads();
+    const Losses l = model.step(data.inputs(GetParam()), true, 1.0f, 17);
+    *bytes = model.activation_bytes();
+    std::vector<float> g(model.grads(), model.grads() + model.num_parameters());
+    g.push_back(float(l.total));
+    return g;
+  };
+  size_t kept = 0, recomputed = 0;
+  EXPECT_EQ(run(false, &kept), run(true, &recomputed));
+  // Per layer but one (the scratch): the GELU output and the probabilities before and after dropout.
+  const size_t gelu = size_t(data.B * data.T * c.intermediate), probs = size_t(data.B * c.heads * data.T * data.T);
+  ASSERT_EQ((gelu % 64) + (probs % 64), 0u);  // the arena's 64-float alignment adds nothing
+  EXPECT_EQ(kept - recomputed, (size_t(c.layers) - 1) * (gelu + 2 * probs) * sizeof(float));
+}
+
 TEST_P(ModelTest, TrainingOnOneBatchLowersTheLoss) {
   for (OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::lamb}) {
     Model model(tiny(GetParam()), kCpu);
