@@ -201,7 +201,19 @@ struct Model::Plan {
   float *gelu_scratch, *probs_scratch, *probs_drop_scratch;
   int32_t *mlm_rows, *mlm_targets, *cls_rows;
   std::vector<float> kept_logits;
+  int64_t lm_rows = 0;  // GPT: rows of logits computed at once (the LM head runs in chunks of them)
 };
+
+// GPT's logits are tokens × vocabulary: 1.6 GB in fp32 for 8 sequences of 1024 tokens of GPT-2,
+// more than the rest of a small model's activations. The LM head, its loss and its backward pass
+// are row by row, so they run on chunks of rows that keep at most kLogitsChunk floats of logits.
+// Chunks cost the CPU 5–10% of a GPT tiny step (the wte gradient is read and written once per
+// chunk), so only logits past 512 MiB are cut; the GEMMs stay thousands of rows tall.
+constexpr int64_t kLogitsChunk = int64_t{1} << 27;
+int64_t Model::lm_head_rows(int64_t N) const {
+  const int64_t rows = lm_rows_ > 0 ? lm_rows_ : std::max<int64_t>(1, kLogitsChunk / config_.vocab_size);
+  return std::min(rows, N);
+}
 
 void Model::plan_for(int64_t B, int64_t T, int64_t P) {
   Plan& p = *plan_;
@@ -228,7 +240,8 @@ void Model::plan_for(int64_t B, int64_t T, int64_t P) {
     p.probs_scratch = recompute_ ? take(B * NH * T * T) : nullptr;
     p.probs_drop_scratch = recompute_ && config_.attention_dropout > 0 ? take(B * NH * T * T) : nullptr;
     if (!bert) {
-      p.lnf = take(N * C), p.lnf_mean = take(N), p.lnf_rstd = take(N), p.logits = take(N * V), p.losses = take(N);
+      p.lm_rows = lm_head_rows(N);
+      p.lnf = take(N * C), p.lnf_mean = take(N), p.lnf_rstd = take(N), p.logits = take(p.lm_rows * V), p.losses = take(N);
     } else {
       p.mlm_h = take(M * C), p.mlm_t = take(M * C), p.mlm_tg = take(M * C), p.mlm_ln = take(M * C);
       p.mlm_mean = take(M), p.mlm_rstd = take(M), p.mlm_logits = take(M * V), p.mlm_losses = take(M);
@@ -254,6 +267,11 @@ void Model::plan_for(int64_t B, int64_t T, int64_t P) {
 void Model::set_recompute(bool on) {
   if (on != recompute_) plan_->B = -1;  // the next step carves the activations again
   recompute_ = on;
+}
+
+void Model::set_lm_head_rows(int64_t rows) {
+  lm_rows_ = rows;
+  plan_->B = -1;
 }
 
 size_t Model::activation_bytes() const { return plan_->arena.size() * sizeof(float); }
@@ -546,21 +564,25 @@ Losses Model::gpt_step(const ModelInputs& in, bool backward, float loss_scale, u
   for (int l = 0; l < L; ++l) forward_layer(l, in, key);
   const float* xL = p.acts[size_t(L) - 1].res2;
   layernorm(device_, p.lnf, p.lnf_mean, p.lnf_rstd, xL, lnf_w, lnf_b, N, C, config_.ln_eps);
-  gemm(device_, false, true, N, V, C, 1.0f, p.lnf, C, wte, C, 0.0f, p.logits, V);
-  if (keep_logits) {
-    p.kept_logits.resize(size_t(N * V));
-    copy_to_host(device_, p.kept_logits.data(), p.logits, p.kept_logits.size() * sizeof(float));
-  }
+  // The LM head in chunks of rows: logits, loss (which turns the logits into their gradient), and
+  // with backward the head's gradients, before the next chunk reuses the buffer.
   const double tokens = in.lm_denominator > 0 ? in.lm_denominator : double(N);
-  launch(device_, N, CrossEntropy{p.logits, p.losses, in.targets, V, float(loss_scale / tokens)});
+  if (keep_logits) p.kept_logits.resize(size_t(N * V));
+  for (int64_t r0 = 0; r0 < N; r0 += p.lm_rows) {
+    const int64_t n = std::min(p.lm_rows, N - r0);
+    gemm(device_, false, true, n, V, C, 1.0f, p.lnf + r0 * C, C, wte, C, 0.0f, p.logits, V);
+    if (keep_logits) copy_to_host(device_, p.kept_logits.data() + r0 * V, p.logits, size_t(n * V) * sizeof(float));
+    launch(device_, n, CrossEntropy{p.logits, p.losses + r0, in.targets + r0, V, float(loss_scale / tokens)});
+    if (!backward) continue;
+    gemm(device_, true, false, V, C, n, 1.0f, p.logits, V, p.lnf + r0 * C, C, 1.0f, g("transformer.wte.weight"), C);
+    gemm(device_, false, false, n, C, V, 1.0f, p.logits, V, wte, C, 0.0f, p.d_b + r0 * C, C);
+  }
   Losses out;
   out.predictions = N;
   out.total = out.mlm = sum_losses(device_, p.losses, N) / tokens;
   if (!backward) return out;
 
   device_zero(device_, p.dx, size_t(N * C) * sizeof(float));
-  gemm(device_, true, false, V, C, N, 1.0f, p.logits, V, p.lnf, C, 1.0f, g("transformer.wte.weight"), C);
-  gemm(device_, false, false, N, C, V, 1.0f, p.logits, V, wte, C, 0.0f, p.d_b, C);
   layernorm_backward(device_, p.dx, false, g("transformer.ln_f.weight"), g("transformer.ln_f.bias"), p.d_b, xL, lnf_w,
                      p.lnf_mean, p.lnf_rstd, N, C);
   notify(layer_begin_.back(), num_params_);  // ln_f

@@ -114,6 +114,8 @@ class Model {
   // not kept per layer but recomputed in the backward pass, with the same bits.
   void set_recompute(bool on);
   size_t activation_bytes() const;  // of the current plan (after the first step)
+  // GPT: rows of logits the LM head computes at once (0: as many as fit 512 MiB).
+  void set_lm_head_rows(int64_t rows);
   size_t parameter_bytes() const { return size_t(num_params_) * sizeof(float); }
 
  private:
@@ -136,6 +138,8 @@ class Model {
   DeviceBuffer<float> weights_, grads_;
   std::unique_ptr<Plan> plan_;
   bool recompute_ = false;
+  int64_t lm_rows_ = 0;
+  int64_t lm_head_rows(int64_t N) const;
   GradsReady grads_ready_;
   std::vector<int64_t> layer_begin_;  // arena offset of each layer's first parameter, then the heads'
   void notify(int64_t begin, int64_t end) const {

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   int64_t seq = 128, batch = 8, vocab = 0, predictions = 20;
   int steps = 10, warmup = 2;
   bool recompute = false;
+  int64_t lm_head_rows = 0;
   app.add_option("--kind", kind_name);
   app.add_option("--model", model_name);
   app.add_option("--seq", seq);
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps);
   app.add_option("--warmup", warmup);
   app.add_flag("--recompute", recompute);
+  app.add_option("--lm-head-rows", lm_head_rows, "GPT: rows of logits at once (0: the model's default)");
   return run_tool(app, argc, argv, [&] {
     const ModelKind kind = kind_name == "bert" ? ModelKind::bert : ModelKind::gpt;
     ModelConfig c = ModelConfig::preset(kind, model_name);
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
     Device cpu = open_device("cpu", max_threads());
     Model model(c, cpu);
     model.set_recompute(recompute);
+    model.set_lm_head_rows(lm_head_rows);
     model.init_weights(1);
     OptimizerConfig oc;
     Optimizer opt(oc, model);

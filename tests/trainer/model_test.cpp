@@ -137,6 +137,38 @@ TEST_P(ModelTest, RecomputeGivesTheSameBitsWithLessMemory) {
   EXPECT_EQ(kept - recomputed, (size_t(c.layers) - 1) * (gelu + 2 * probs) * sizeof(float));
 }
 
+// GPT's LM head in chunks of 5 rows (24 tokens: the last chunk partial) against one chunk: the
+// same losses, logits and gradients (the wte gradient sums its chunks in another order), and the
+// logits buffer holds 5 rows instead of 24.
+TEST(GptLmHead, ChunksOfRowsGiveTheSameStep) {
+  const Data data(6);
+  auto run = [&](int64_t rows, std::vector<float>* logits, size_t* bytes) {
+    Model model(tiny(ModelKind::gpt), kCpu);
+    model.set_lm_head_rows(rows);
+    model.init_weights(8);
+    model.zero_grads();
+    const Losses l = model.step(data.inputs(ModelKind::gpt), true, 1.0f, 0, true);
+    *logits = model.logits();
+    *bytes = model.activation_bytes();
+    std::vector<float> g(model.grads(), model.grads() + model.num_parameters());
+    g.push_back(float(l.total));
+    return g;
+  };
+  std::vector<float> whole_logits, chunked_logits;
+  size_t whole_bytes = 0, chunked_bytes = 0;
+  const std::vector<float> whole = run(0, &whole_logits, &whole_bytes), chunked = run(5, &chunked_logits, &chunked_bytes);
+  EXPECT_EQ(whole_logits, chunked_logits);
+  EXPECT_EQ(whole.back(), chunked.back()) << "the loss";
+  ASSERT_EQ(whole.size(), chunked.size());
+  double scale = 0, err = 0;
+  for (size_t i = 0; i < whole.size(); ++i) scale = std::max(scale, double(std::fabs(whole[i])));
+  for (size_t i = 0; i < whole.size(); ++i) err = std::max(err, double(std::fabs(whole[i] - chunked[i])));
+  EXPECT_LE(err, 1e-6 * scale);
+  const int64_t V = tiny(ModelKind::gpt).vocab_size, N = data.B * data.T;
+  const auto floats = [](int64_t n) { return size_t((n + 63) / 64 * 64); };
+  EXPECT_EQ(whole_bytes - chunked_bytes, (floats(N * V) - floats(5 * V)) * sizeof(float));
+}
+
 TEST_P(ModelTest, TrainingOnOneBatchLowersTheLoss) {
   for (OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::lamb}) {
     Model model(tiny(GetParam()), kCpu);
