@@ -86,16 +86,17 @@ std::map<std::string, HostTensor> read_safetensors(const std::string& path, std:
       uint64_t numel = 1;
       for (int64_t d : t.shape) {
         if (d < 0) throw Error("negative dimension");
-        numel *= uint64_t(d);
+        if (__builtin_mul_overflow(numel, uint64_t(d), &numel)) throw Error("shape with more than 2^64 elements");
       }
       const uint64_t width = dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
       if (width == 0) throw Error(cat("dtype ", dtype, " (expected F32, F16 or BF16)"));
-      if (range.size() != 2 || range[0] > range[1] || range[1] > data_size || range[1] - range[0] != numel * width)
+      if (range.size() != 2 || range[0] > range[1] || range[1] > data_size || numel > data_size / width ||
+          range[1] - range[0] != numel * width)
         throw Error(cat("data_offsets do not hold ", numel, " ", dtype, " values inside the ", data_size, " data bytes"));
       const uint8_t* src = base + data_start + range[0];
       t.data.resize(numel);
       if (width == 4) {
-        std::memcpy(t.data.data(), src, numel * 4);
+        if (numel) std::memcpy(t.data.data(), src, numel * 4);  // an empty vector's data() may be null
       } else {
         for (uint64_t i = 0; i < numel; ++i) {
           uint16_t h;

@@ -16,9 +16,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::map<std::string, std::string> metadata;
     const auto tensors = pretrain::read_safetensors(scratch.path(), &metadata);
     for (const auto& [name, t] : tensors) {
-      int64_t n = 1;
-      for (int64_t d : t.shape) n *= d;
-      if (size_t(n) != t.data.size()) __builtin_trap();  // a shape that does not match its data
+      uint64_t n = 1;
+      for (int64_t d : t.shape)
+        if (d < 0 || __builtin_mul_overflow(n, uint64_t(d), &n)) __builtin_trap();  // the reader let it through
+      if (n != t.data.size()) __builtin_trap();  // a shape that does not match its data
     }
   } catch (const pretrain::Error&) {
   }

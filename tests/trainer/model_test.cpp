@@ -310,6 +310,15 @@ TEST(Safetensors, DamagedFilesAreClearErrors) {
   EXPECT_THROW(read_safetensors(path), Error);
   write_file_atomic(path, std::string("\x02\0\0\0\0\0\0\0[]", 10));  // not an object
   EXPECT_THROW(read_safetensors(path), Error);
+  // 2^62 × 4 elements wrap to 0 in 64 bits: an empty tensor that claims a huge shape.
+  const std::string header = R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})";
+  std::string wrap(8, '\0');
+  for (size_t i = 0; i < 8; ++i) wrap[i] = char((header.size() >> (8 * i)) & 0xff);
+  write_file_atomic(path, wrap + header);
+  EXPECT_THROW(read_safetensors(path), Error);
+  // An empty tensor is fine.
+  write_safetensors(path, {{"e", HostTensor{{0, 3}, {}}}});
+  EXPECT_TRUE(read_safetensors(path).at("e").data.empty());
 }
 
 TEST(Safetensors, ImportRefusesAShapeMismatch) {
