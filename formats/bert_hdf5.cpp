@@ -167,13 +167,18 @@ class ChunkFile {
     haddr_t addr = HADDR_UNDEF;
   };
 
-  // Where the chunk at `offset` of dataset `set` lies; `what` names it for errors.
-  Stored locate(hid_t set, const hsize_t* offset, const Where& where, const std::string& what) const {
+  // Where the chunk at `offset` of dataset `set` lies, at most `limit` stored bytes for a chunk of
+  // `chunk_bytes`; `what` names it for errors.
+  Stored locate(hid_t set, const hsize_t* offset, uint64_t limit, size_t chunk_bytes, const Where& where,
+                const std::string& what) const {
     Stored s;
     hsize_t size = 0;
     if (H5Dget_chunk_info_by_coord(set, offset, &s.skipped_filters, &s.addr, &size) < 0) throw_hdf5(where, "cannot locate " + what);
     s.size = size;
     if (s.size == 0) return s;
+    if (s.size > limit)
+      throw Error(where, cat(what, " claims ", s.size, " stored bytes, expected at most ", limit, " for a ", chunk_bytes,
+                             "-byte chunk"));
     uint64_t end = 0;
     if (s.addr == HADDR_UNDEF || __builtin_add_overflow(base_, s.addr, &end) || __builtin_add_overflow(end, s.size, &end) ||
         end > size_)
@@ -789,10 +794,10 @@ struct BertShardReader::Impl {
     hsize_t offset[2] = {row_chunk * d.slab_chunk[0], col_chunk * d.slab_chunk[1]};
     Where where = Where::at_record(path, static_cast<int64_t>(offset[0]));
     std::string what = cat("dataset '", d.column->name, "' chunk at record ", offset[0]);
-    const ChunkFile::Stored at = chunk_file.locate(d.id.get(), offset, where, what);
+    // + 64: room for shuffle and fletcher32 around gzip
+    const ChunkFile::Stored at = chunk_file.locate(d.id.get(), offset, compressBound(static_cast<uLong>(d.slab_chunk_bytes)) + 64,
+                                                   d.slab_chunk_bytes, where, what);
     if (at.size == 0) return;  // never written: HDF5 fills it
-    if (at.size > compressBound(static_cast<uLong>(d.slab_chunk_bytes)) + 64)
-      throw Error(where, cat(what, " claims ", at.size, " stored bytes for a ", d.slab_chunk_bytes, "-byte chunk"));
     std::vector<uint8_t> raw(at.size);
     chunk_file.read(at, raw.data(), where, what);
     const uint32_t skipped = at.skipped_filters;
@@ -954,15 +959,13 @@ struct BertShardReader::Impl {
     hsize_t offset[2] = {static_cast<hsize_t>(row_chunk * d.chunk_rows), static_cast<hsize_t>(col_chunk * d.chunk_cols)};
     Where where = Where::at_record(path, row_chunk * d.chunk_rows);
     const std::string what = cat("chunk of dataset '", d.column->name, "' at record ", row_chunk * d.chunk_rows);
-    const ChunkFile::Stored at = chunk_file.locate(d.id.get(), offset, where, what);
+    const ChunkFile::Stored at =
+        chunk_file.locate(d.id.get(), offset, compressBound(static_cast<uLong>(d.chunk_bytes)), d.chunk_bytes, where, what);
     if (at.size == 0) {  // never written: all fill value (0)
       std::memset(c->data.get(), 0, d.chunk_bytes);
       c->deflated = false, c->decoded = d.chunk_bytes;
       return c;
     }
-    if (at.size > compressBound(static_cast<uLong>(d.chunk_bytes)))
-      throw Error(where, cat(what, " claims ", at.size, " stored bytes, expected at most ",
-                             compressBound(static_cast<uLong>(d.chunk_bytes)), " for a ", d.chunk_bytes, "-byte chunk"));
     c->stored = std::make_unique_for_overwrite<uint8_t[]>(at.size);
     c->stored_size = at.size;
     chunk_file.read(at, c->stored.get(), where, what);
