@@ -28,17 +28,33 @@ PRETRAIN_HD inline int64_t reduce_chunks(int64_t n) { return (n + kReduceChunk -
 
 // ---------------------------------------------------------------- embeddings
 // Row r of [N, C]: out = wte[ids[r]] + wpe[r mod T] (+ wtt[types[r]] when BERT's token types).
+// Tensor parallel (vocabulary-parallel embedding): wte holds the ids [v0, v0 + vrows) only, a row
+// whose id is elsewhere gets 0 from it, and only one rank adds the positions (wpe null elsewhere),
+// so the sum over the group is the whole embedding. vrows 0: wte holds every id.
 struct EmbedForward {
   float* out;
   const int32_t* ids;
-  const int32_t* types;  // null: no token-type embedding (GPT)
+  const int32_t* types;  // null: no token-type embedding (GPT, or not this rank's share)
   const float *wte, *wpe, *wtt;
   int64_t T, C;
+  int64_t v0 = 0, vrows = 0;
   PRETRAIN_HD void operator()(int64_t r) const {
-    const float* w = wte + int64_t(ids[r]) * C;
-    const float* p = wpe + (r % T) * C;
+    const int64_t id = int64_t(ids[r]) - v0;
+    const float* w = vrows == 0 || (id >= 0 && id < vrows) ? wte + id * C : nullptr;
     float* o = out + r * C;
-    if (types) {
+    if (!wpe) {
+      for (int64_t c = 0; c < C; ++c) o[c] = w ? w[c] : 0.0f;
+      return;
+    }
+    const float* p = wpe + (r % T) * C;
+    if (!w) {
+      if (types) {
+        const float* t = wtt + int64_t(types[r]) * C;
+        for (int64_t c = 0; c < C; ++c) o[c] = p[c] + t[c];
+      } else {
+        for (int64_t c = 0; c < C; ++c) o[c] = p[c];
+      }
+    } else if (types) {
       const float* t = wtt + int64_t(types[r]) * C;
       for (int64_t c = 0; c < C; ++c) o[c] = w[c] + p[c] + t[c];
     } else {
@@ -49,18 +65,25 @@ struct EmbedForward {
 
 // Column block j: the embedding gradients, accumulated row by row in order (a row's id decides
 // which wte row it lands in, so rows cannot be split between threads without a race).
+// Tensor parallel: only the ids [v0, v0 + vrows) land in dwte (vrows 0: every id).
 struct EmbedBackward {
   float *dwte, *dwpe, *dwtt;  // dwtt null without token types
   const float* dout;
   const int32_t *ids, *types;
   int64_t N, T, C;
+  int64_t v0 = 0, vrows = 0;
   PRETRAIN_HD void operator()(int64_t j) const {
     const int64_t c0 = j * kColumnBlock, c1 = c0 + kColumnBlock < C ? c0 + kColumnBlock : C;
     for (int64_t r = 0; r < N; ++r) {
       const float* d = dout + r * C;
-      float* w = dwte + int64_t(ids[r]) * C;
+      const int64_t id = int64_t(ids[r]) - v0;
       float* p = dwpe + (r % T) * C;
-      for (int64_t c = c0; c < c1; ++c) w[c] += d[c], p[c] += d[c];
+      if (vrows == 0 || (id >= 0 && id < vrows)) {
+        float* w = dwte + id * C;
+        for (int64_t c = c0; c < c1; ++c) w[c] += d[c], p[c] += d[c];
+      } else {
+        for (int64_t c = c0; c < c1; ++c) p[c] += d[c];
+      }
       if (dwtt) {
         float* t = dwtt + int64_t(types[r]) * C;
         for (int64_t c = c0; c < c1; ++c) t[c] += d[c];
@@ -243,13 +266,16 @@ PRETRAIN_HD inline bool dropout_keep(uint64_t key, int64_t i, float p) {
 }
 
 // Element i: out = keep ? inp / (1 − p) : 0. The same op on the gradients is its backward.
+// offset: the index of element 0 in the whole tensor (a sequence-parallel rank's rows), so every
+// layout draws the same mask.
 struct Dropout {
   float* out;
   const float* inp;
   uint64_t key;
   float p;
+  int64_t offset = 0;
   PRETRAIN_HD void operator()(int64_t i) const {
-    out[i] = dropout_keep(key, i, p) ? inp[i] * (1.0f / (1.0f - p)) : 0.0f;
+    out[i] = dropout_keep(key, offset + i, p) ? inp[i] * (1.0f / (1.0f - p)) : 0.0f;
   }
 };
 
@@ -332,6 +358,64 @@ struct CrossEntropy {
     const float scale = dloss / sum;
     for (int64_t v = 0; v < V; ++v) x[v] *= scale;
     x[t] -= dloss;
+  }
+};
+
+// The vocabulary-parallel cross-entropy (Megatron's): each tensor rank holds the logits of the ids
+// [v0, v0 + Vl) of a row, the ids ≥ V being padding left out of the softmax. Three row ops with
+// reductions over the group between them: the shard's max and target logit (0 when the target is
+// elsewhere) → max and sum over ranks → the shard's Σ exp(x − max) → sum over ranks → the loss and,
+// in place, the gradient of the shard's logits. Rows whose target is negative are ignored.
+struct VocabShardMax {
+  const float* logits;
+  float *max, *target_logit;
+  const int32_t* targets;
+  int64_t Vl, v0, V;
+  PRETRAIN_HD void operator()(int64_t r) const {
+    const float* x = logits + r * Vl;
+    const int64_t real = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
+    float mx = -INFINITY;
+    for (int64_t v = 0; v < real; ++v) mx = x[v] > mx ? x[v] : mx;
+    max[r] = mx;
+    const int64_t t = int64_t(targets[r]) - v0;
+    target_logit[r] = targets[r] >= 0 && t >= 0 && t < real ? x[t] : 0.0f;
+  }
+};
+struct VocabShardSumExp {
+  const float* logits;
+  const float* max;
+  float* sum;
+  int64_t Vl, v0, V;
+  PRETRAIN_HD void operator()(int64_t r) const {
+    const float* x = logits + r * Vl;
+    const int64_t real = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
+    float s = 0;
+    for (int64_t v = 0; v < real; ++v) s += expf(x[v] - max[r]);
+    sum[r] = s;
+  }
+};
+struct VocabShardLoss {
+  float* logits;  // in: the shard's logits, out: their gradient
+  float* losses;
+  const int32_t* targets;
+  const float *max, *target_logit, *sum;
+  int64_t Vl, v0, V;
+  float dloss;
+  PRETRAIN_HD void operator()(int64_t r) const {
+    float* x = logits + r * Vl;
+    const int32_t t = targets[r];
+    if (t < 0) {
+      losses[r] = 0;
+      for (int64_t v = 0; v < Vl; ++v) x[v] = 0;
+      return;
+    }
+    const int64_t real = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
+    losses[r] = logf(sum[r]) + max[r] - target_logit[r];
+    const float scale = dloss / sum[r];
+    for (int64_t v = 0; v < real; ++v) x[v] = expf(x[v] - max[r]) * scale;
+    for (int64_t v = real; v < Vl; ++v) x[v] = 0;
+    const int64_t local = int64_t(t) - v0;
+    if (local >= 0 && local < real) x[local] -= dloss;
   }
 };
 
@@ -479,5 +563,5 @@ struct LambStage2 {
   X(EmbedForward) X(EmbedBackward) X(LayerNormForward) X(LayerNormBackward)                       \
   X(LayerNormParamBackward) X(BroadcastBias) X(BiasBackward) X(Add) X(Accumulate) X(Scale)        \
   X(GeluForward) X(GeluBackward) X(TanhForward) X(TanhBackward) X(Dropout) X(SoftmaxForward)      \
-  X(SoftmaxBackward) X(CrossEntropy) X(GatherRows) X(ScatterAddRows) X(SumSquaresChunks) X(AdamW)     \
+  X(SoftmaxBackward) X(CrossEntropy) X(VocabShardMax) X(VocabShardSumExp) X(VocabShardLoss) X(GatherRows) X(ScatterAddRows) X(SumSquaresChunks) X(AdamW)     \
   X(LambStage1) X(LambStage2) X(MaskedPositions) X(RoundOperand)

@@ -2,6 +2,18 @@
 // it pre-LayerNorm and causal, BERT post-LayerNorm with the padding mask. Shapes: B batch, T
 // sequence, N = B·T rows, C hidden, NH heads, hs = C/NH, I intermediate, V vocabulary, P max
 // predictions, M = B·P prediction slots.
+//
+// Tensor parallel (Megatron-LM): a rank holds NH/tp heads (Cl = C/tp columns of q, k and v), I/tp
+// of the MLP and Vp/tp vocabulary rows. Column-parallel linears (qkv, fc) read the whole input and
+// write their columns; row-parallel ones (attention output, fc projection) write partial sums that
+// are reduced over the group, their bias added once (by rank 0, before the reduction). The
+// replicated regions between them (LayerNorm, dropout, residual) hold all N rows on every rank, or
+// with sequence parallelism R = N/tp rows each: then the inputs of column-parallel linears are
+// all-gathered and the partial sums reduce-scattered instead of all-reduced.
+//
+// Pipeline parallel: the rank holds the layers of its chunks, the embeddings on the first stage and
+// the heads on the last. The activations of one micro-batch of one chunk (an Acts) live from its
+// forward to its backward, so the schedule's peak decides how many sets are carved.
 #include "trainer/model.h"
 
 #include <cmath>
@@ -9,6 +21,7 @@
 
 #include "common/counter_rng.h"
 #include "common/error.h"
+#include "trainer/parallel/tensor_group.h"
 
 namespace pretrain {
 
@@ -116,33 +129,44 @@ bool is_decayed(const std::string& name) {
   return !bias && !norm;
 }
 
-std::vector<ParamInfo> param_layout(const ModelConfig& c) {
+}  // namespace
+
+int64_t padded_vocab(int64_t vocab, int tensor_size) {
+  if (tensor_size <= 1) return vocab;
+  const int64_t m = 128 * int64_t(tensor_size);
+  return (vocab + m - 1) / m * m;
+}
+
+std::vector<ParamInfo> whole_model_params(const ModelConfig& c) {
   std::vector<ParamInfo> out;
   int64_t offset = 0;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, Split split = Split::none) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    out.push_back({name, std::move(shape), offset, n, is_decayed(name)});
+    ParamInfo p;
+    p.name = name, p.shape = shape, p.full_shape = shape, p.offset = offset, p.numel = n, p.decay = is_decayed(name);
+    p.split = split, p.full_index = int64_t(out.size());
+    out.push_back(std::move(p));
     offset += n;
   };
   const int64_t C = c.hidden, I = c.intermediate, V = c.vocab_size;
   if (c.kind == ModelKind::gpt) {
-    add("transformer.wte.weight", {V, C});
+    add("transformer.wte.weight", {V, C}, Split::rows);
     add("transformer.wpe.weight", {c.max_positions, C});
     for (int l = 0; l < c.layers; ++l) {
       const LayerNames n = layer_names(c.kind, l);
       add(n.ln1_w, {C}), add(n.ln1_b, {C});
-      add(n.qkv_w, {3 * C, C}), add(n.qkv_b, {3 * C});
-      add(n.proj_w, {C, C}), add(n.proj_b, {C});
+      add(n.qkv_w, {3 * C, C}, Split::qkv_rows), add(n.qkv_b, {3 * C}, Split::qkv_rows);
+      add(n.proj_w, {C, C}, Split::columns), add(n.proj_b, {C});
       add(n.ln2_w, {C}), add(n.ln2_b, {C});
-      add(n.fc_w, {I, C}), add(n.fc_b, {I});
-      add(n.fcproj_w, {C, I}), add(n.fcproj_b, {C});
+      add(n.fc_w, {I, C}, Split::rows), add(n.fc_b, {I}, Split::rows);
+      add(n.fcproj_w, {C, I}, Split::columns), add(n.fcproj_b, {C});
     }
     add("transformer.ln_f.weight", {C});
     add("transformer.ln_f.bias", {C});
     return out;
   }
-  add("bert.embeddings.word_embeddings.weight", {V, C});
+  add("bert.embeddings.word_embeddings.weight", {V, C}, Split::rows);
   add("bert.embeddings.position_embeddings.weight", {c.max_positions, C});
   add("bert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, C});
   add("bert.embeddings.LayerNorm.weight", {C});
@@ -150,12 +174,14 @@ std::vector<ParamInfo> param_layout(const ModelConfig& c) {
   for (int l = 0; l < c.layers; ++l) {
     const std::string p = cat("bert.encoder.layer.", l, ".attention.self.");
     const LayerNames n = layer_names(c.kind, l);
-    add(p + "query.weight", {C, C}), add(p + "key.weight", {C, C}), add(p + "value.weight", {C, C});
-    add(p + "query.bias", {C}), add(p + "key.bias", {C}), add(p + "value.bias", {C});
-    add(n.proj_w, {C, C}), add(n.proj_b, {C});
+    // Query, key and value cut alike: the [3C/tp, C] fused matrix of a rank holds its heads of each.
+    add(p + "query.weight", {C, C}, Split::rows), add(p + "key.weight", {C, C}, Split::rows);
+    add(p + "value.weight", {C, C}, Split::rows);
+    add(p + "query.bias", {C}, Split::rows), add(p + "key.bias", {C}, Split::rows), add(p + "value.bias", {C}, Split::rows);
+    add(n.proj_w, {C, C}, Split::columns), add(n.proj_b, {C});
     add(n.ln1_w, {C}), add(n.ln1_b, {C});
-    add(n.fc_w, {I, C}), add(n.fc_b, {I});
-    add(n.fcproj_w, {C, I}), add(n.fcproj_b, {C});
+    add(n.fc_w, {I, C}, Split::rows), add(n.fc_b, {I}, Split::rows);
+    add(n.fcproj_w, {C, I}, Split::columns), add(n.fcproj_b, {C});
     add(n.ln2_w, {C}), add(n.ln2_b, {C});
   }
   add("bert.pooler.dense.weight", {C, C});
@@ -164,178 +190,91 @@ std::vector<ParamInfo> param_layout(const ModelConfig& c) {
   add("cls.predictions.transform.dense.bias", {C});
   add("cls.predictions.transform.LayerNorm.weight", {C});
   add("cls.predictions.transform.LayerNorm.bias", {C});
-  add("cls.predictions.bias", {V});
+  add("cls.predictions.bias", {V}, Split::rows);
   add("cls.seq_relationship.weight", {2, C});
   add("cls.seq_relationship.bias", {2});
   return out;
 }
 
-// Keys for dropout masks: one per (step key, layer, site), so no two tensors share a mask.
-enum Site : uint64_t { kSiteEmbed = 0, kSiteAttnProbs = 1, kSiteAttnOut = 2, kSiteMlpOut = 3 };
-uint64_t site_key(uint64_t key, int64_t layer, Site site) {
-  return key == 0 ? 0 : mix64(key ^ mix64(uint64_t(layer + 1) * 16 + site));
+namespace {
+
+bool is_vocabulary(const std::string& name) {
+  return name == "transformer.wte.weight" || name == "bert.embeddings.word_embeddings.weight" ||
+         name == "cls.predictions.bias";
+}
+
+// Which part of the whole model a parameter belongs to: -1 embeddings, a layer index, or -2 heads.
+int64_t param_owner(const ModelConfig& c, const std::string& name) {
+  for (const char* prefix : {"transformer.h.", "bert.encoder.layer."}) {
+    const std::string p = prefix;
+    if (name.compare(0, p.size(), p) == 0) return std::stoll(name.substr(p.size()));
+  }
+  if (name.find("embeddings") != std::string::npos || name == "transformer.wte.weight" ||
+      name == "transformer.wpe.weight")
+    return -1;
+  (void)c;
+  return -2;
 }
 
 }  // namespace
 
-// ---------------------------------------------------------------- activations
-struct Model::Plan {
-  struct LayerWeights {
-    float *qkv_w, *qkv_b, *proj_w, *proj_b, *ln1_w, *ln1_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b, *ln2_w, *ln2_b;
-  };
-  struct LayerActs {
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *probs, *probs_drop, *att, *res1, *ln2, *ln2_mean, *ln2_rstd, *fch,
-        *fch_gelu, *res2;
-  };
-  std::vector<LayerWeights> lw, lg;  // weights and gradients of each layer
-  int64_t B = 0, T = 0, P = 0;
-  DeviceBuffer<float> arena;
-  DeviceBuffer<int32_t> ints;
-  std::vector<LayerActs> acts;
-  float *emb, *emb_mean, *emb_rstd, *x0, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;  // GPT and shared
-  float *mlm_h, *mlm_t, *mlm_tg, *mlm_ln, *mlm_mean, *mlm_rstd, *mlm_logits, *mlm_losses;
-  float *cls_h, *pool_pre, *pool, *nsp_logits, *nsp_losses;
-  float *dx, *d_a, *d_b, *d_c, *d_fch, *d_qkv, *d_probs, *d_m1, *d_m2, *d_cls, *d_pool;
-  // --recompute: one layer's GELU output and attention probabilities (before and after dropout),
-  // refilled by the backward pass instead of kept for every layer.
-  float *gelu_scratch, *probs_scratch, *probs_drop_scratch;
-  int32_t *mlm_rows, *mlm_targets, *cls_rows;
-  std::vector<float> kept_logits;
-  int64_t lm_rows = 0;  // GPT: rows of logits computed at once (the LM head runs in chunks of them)
-};
-
-// GPT's logits are tokens × vocabulary: 1.6 GB in fp32 for 8 sequences of 1024 tokens of GPT-2,
-// more than the rest of a small model's activations. The LM head, its loss and its backward pass
-// are row by row, so they run on chunks of rows that keep at most kLogitsChunk floats of logits.
-// Chunks cost the CPU 5–10% of a GPT tiny step (the wte gradient is read and written once per
-// chunk), so only logits past 512 MiB are cut; the GEMMs stay thousands of rows tall.
-constexpr int64_t kLogitsChunk = int64_t{1} << 27;
-int64_t Model::lm_head_rows(int64_t N) const {
-  const int64_t rows = lm_rows_ > 0 ? lm_rows_ : std::max<int64_t>(1, kLogitsChunk / config_.vocab_size);
-  return std::min(rows, N);
-}
-
-void Model::plan_for(int64_t B, int64_t T, int64_t P) {
-  Plan& p = *plan_;
-  if (p.B == B && p.T == T && p.P == P && p.arena.get()) return;
-  const int64_t C = config_.hidden, I = config_.intermediate, V = config_.vocab_size, NH = config_.heads;
-  const int64_t N = B * T, M = B * P, L = config_.layers;
-  const bool bert = config_.kind == ModelKind::bert;
-  // Two passes over the same list: count, then hand out pointers into one allocation.
-  float* base = nullptr;
-  int64_t used = 0;
-  auto take = [&](int64_t n) { float* r = base ? base + used : nullptr; used += (n + 63) / 64 * 64; return r; };
-  auto carve = [&] {
-    used = 0;
-    p.acts.assign(size_t(L), {});
-    p.emb = take(N * C), p.emb_mean = take(N), p.emb_rstd = take(N), p.x0 = take(N * C);
-    for (auto& a : p.acts) {
-      a.ln1 = take(N * C), a.ln1_mean = take(N), a.ln1_rstd = take(N), a.qkv = take(N * 3 * C);
-      a.probs = recompute_ ? nullptr : take(B * NH * T * T);
-      a.probs_drop = config_.attention_dropout > 0 && !recompute_ ? take(B * NH * T * T) : nullptr;
-      a.att = take(N * C), a.res1 = take(N * C), a.ln2 = take(N * C), a.ln2_mean = take(N), a.ln2_rstd = take(N);
-      a.fch = take(N * I), a.fch_gelu = recompute_ ? nullptr : take(N * I), a.res2 = take(N * C);
+void take_shard(const ParamInfo& p, const float* whole, float* shard, int rank, int size) {
+  const int64_t rows = p.full_shape[0], cols = p.full_shape.size() > 1 ? p.full_shape[1] : 1;
+  switch (p.split) {
+    case Split::none:
+      std::copy(whole, whole + p.numel, shard);
+      return;
+    case Split::rows: {  // shard rows [rank·n, (rank+1)·n); past the whole's rows (vocabulary padding): 0
+      const int64_t n = p.shape[0], r0 = rank * n;
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t k = 0; k < cols; ++k) shard[r * cols + k] = r0 + r < rows ? whole[(r0 + r) * cols + k] : 0.0f;
+      return;
     }
-    p.gelu_scratch = recompute_ ? take(N * I) : nullptr;
-    p.probs_scratch = recompute_ ? take(B * NH * T * T) : nullptr;
-    p.probs_drop_scratch = recompute_ && config_.attention_dropout > 0 ? take(B * NH * T * T) : nullptr;
-    if (!bert) {
-      p.lm_rows = lm_head_rows(N);
-      p.lnf = take(N * C), p.lnf_mean = take(N), p.lnf_rstd = take(N), p.logits = take(p.lm_rows * V), p.losses = take(N);
-    } else {
-      p.mlm_h = take(M * C), p.mlm_t = take(M * C), p.mlm_tg = take(M * C), p.mlm_ln = take(M * C);
-      p.mlm_mean = take(M), p.mlm_rstd = take(M), p.mlm_logits = take(M * V), p.mlm_losses = take(M);
-      p.cls_h = take(B * C), p.pool_pre = take(B * C), p.pool = take(B * C), p.nsp_logits = take(B * 2);
-      p.nsp_losses = take(B), p.d_m1 = take(M * C), p.d_m2 = take(M * C), p.d_cls = take(B * C), p.d_pool = take(B * C);
+    case Split::columns: {
+      const int64_t n = p.shape[1];
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < n; ++k) shard[r * n + k] = whole[r * cols + rank * n + k];
+      return;
     }
-    p.dx = take(N * C), p.d_a = take(N * C), p.d_b = take(N * C), p.d_c = take(N * C);
-    p.d_fch = take(N * I), p.d_qkv = take(N * 3 * C), p.d_probs = take(B * NH * T * T);
-  };
-  p.arena.reset();
-  carve();
-  p.arena = DeviceBuffer<float>(device_, size_t(used));
-  base = p.arena.get();
-  carve();
-  p.ints = DeviceBuffer<int32_t>(device_, size_t(2 * M + B));
-  p.mlm_rows = p.ints.get(), p.mlm_targets = p.ints.get() + M, p.cls_rows = p.ints.get() + 2 * M;
-  std::vector<int32_t> cls(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) cls[size_t(b)] = int32_t(b * T);
-  if (B) copy_to_device(device_, p.cls_rows, cls.data(), cls.size() * sizeof(int32_t));
-  p.B = B, p.T = T, p.P = P;
-}
-
-void Model::set_recompute(bool on) {
-  if (on != recompute_) plan_->B = -1;  // the next step carves the activations again
-  recompute_ = on;
-}
-
-void Model::set_lm_head_rows(int64_t rows) {
-  lm_rows_ = rows;
-  plan_->B = -1;
-}
-
-size_t Model::activation_bytes() const { return plan_->arena.size() * sizeof(float); }
-
-// ---------------------------------------------------------------- construction
-Model::Model(const ModelConfig& config, const Device& device) : config_(config), device_(device), plan_(new Plan) {
-  config_.validate();
-  params_ = param_layout(config_);
-  num_params_ = params_.back().offset + params_.back().numel;
-  weights_ = DeviceBuffer<float>(device_, size_t(num_params_));
-  grads_ = DeviceBuffer<float>(device_, size_t(num_params_));
-  for (int l = 0; l < config_.layers; ++l) {
-    const LayerNames n = layer_names(config_.kind, l);
-    auto pick = [&](auto get) {
-      return Plan::LayerWeights{get(n.qkv_w), get(n.qkv_b), get(n.proj_w), get(n.proj_b), get(n.ln1_w), get(n.ln1_b),
-                                get(n.fc_w),  get(n.fc_b),  get(n.fcproj_w), get(n.fcproj_b), get(n.ln2_w), get(n.ln2_b)};
-    };
-    plan_->lw.push_back(pick([&](const std::string& s) { return w(s); }));
-    plan_->lg.push_back(pick([&](const std::string& s) { return g(s); }));
-    // Both layouts put a layer's tensors together, the qkv weight (BERT: query) first.
-    layer_begin_.push_back(param(n.qkv_w).offset);
-    if (config_.kind == ModelKind::gpt) layer_begin_.back() = param(n.ln1_w).offset;
-  }
-  const LayerNames last = layer_names(config_.kind, int(config_.layers) - 1);
-  layer_begin_.push_back(param(last.ln2_b).offset + param(last.ln2_b).numel);
-  if (config_.kind == ModelKind::gpt) layer_begin_.back() = param(last.fcproj_b).offset + param(last.fcproj_b).numel;
-}
-
-Model::~Model() = default;
-
-const ParamInfo& Model::param(const std::string& name) const {
-  for (const ParamInfo& p : params_)
-    if (p.name == name) return p;
-  throw Error(cat("model has no parameter '", name, "'"));
-}
-float* Model::w(const std::string& name) const { return weights_.get() + param(name).offset; }
-float* Model::g(const std::string& name) const { return grads_.get() + param(name).offset; }
-
-void Model::init_weights(uint64_t seed) {
-  std::vector<float> host(static_cast<size_t>(num_params_));
-  const bool bert = config_.kind == ModelKind::bert;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const ParamInfo& p = params_[i];
-    float* out = host.data() + p.offset;
-    const bool norm = p.name.find("LayerNorm") != std::string::npos || p.name.find("ln_") != std::string::npos;
-    const bool bias = !is_decayed(p.name) && !norm;
-    if (norm && p.name.ends_with("weight")) { std::fill(out, out + p.numel, 1.0f); continue; }
-    if (norm || bias) { std::fill(out, out + p.numel, 0.0f); continue; }
-    float sigma = 0.02f;
-    if (!bert && p.name.ends_with("c_proj.weight")) sigma = 0.02f / std::sqrt(2.0f * float(config_.layers));
-    CounterRng rng(seed, i, 0);  // a stream per tensor: the weights are a function of the seed only
-    for (int64_t k = 0; k < p.numel; ++k) {
-      double z;
-      do {  // Box–Muller; BERT's truncated normal redraws beyond 2σ
-        const double u1 = 1.0 - rng.random(), u2 = rng.random();
-        z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-      } while (bert && std::fabs(z) > 2.0);
-      out[k] = float(z) * sigma;
+    case Split::qkv_rows: {  // three blocks of rows/3, each cut like Split::rows
+      const int64_t block = rows / 3, n = block / size;
+      for (int64_t b = 0; b < 3; ++b)
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t k = 0; k < cols; ++k)
+            shard[(b * n + r) * cols + k] = whole[(b * block + rank * n + r) * cols + k];
+      return;
     }
   }
-  copy_to_device(device_, weights_.get(), host.data(), host.size() * sizeof(float));
 }
 
-void Model::zero_grads() { device_zero(device_, grads_.get(), size_t(num_params_) * sizeof(float)); }
+void put_shard(const ParamInfo& p, const float* shard, float* whole, int rank, int size) {
+  const int64_t rows = p.full_shape[0], cols = p.full_shape.size() > 1 ? p.full_shape[1] : 1;
+  switch (p.split) {
+    case Split::none:
+      std::copy(shard, shard + p.numel, whole);
+      return;
+    case Split::rows: {
+      const int64_t n = p.shape[0], r0 = rank * n;
+      for (int64_t r = 0; r < n && r0 + r < rows; ++r)
+        for (int64_t k = 0; k < cols; ++k) whole[(r0 + r) * cols + k] = shard[r * cols + k];
+      return;
+    }
+    case Split::columns: {
+      const int64_t n = p.shape[1];
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < n; ++k) whole[r * cols + rank * n + k] = shard[r * n + k];
+      return;
+    }
+    case Split::qkv_rows: {
+      const int64_t block = rows / 3, n = block / size;
+      for (int64_t b = 0; b < 3; ++b)
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t k = 0; k < cols; ++k)
+            whole[(b * block + rank * n + r) * cols + k] = shard[(b * n + r) * cols + k];
+      return;
+    }
+  }
+}
 
 // ---------------------------------------------------------------- building blocks
 namespace {
@@ -375,8 +314,13 @@ void layernorm_backward(const Device& d, float* dinp, bool accumulate, float* dw
   launch(d, N, LayerNormBackward{dinp, dout, inp, w, mean, rstd, C, accumulate});
 }
 
-void dropout(const Device& d, float* x, int64_t n, uint64_t key, float p) {
-  if (key != 0 && p > 0) launch(d, n, Dropout{x, x, key, p});
+void dropout(const Device& d, float* x, int64_t n, uint64_t key, float p, int64_t offset = 0) {
+  if (key != 0 && p > 0) launch(d, n, Dropout{x, x, key, p, offset});
+}
+
+// dst = src, n floats of device memory.
+void copy(const Device& d, float* dst, const float* src, int64_t n) {
+  if (dst != src) launch(d, n, Scale{dst, src, 1.0f});
 }
 
 double sum_losses(const Device& d, const float* losses, int64_t n) {
@@ -389,66 +333,376 @@ double sum_losses(const Device& d, const float* losses, int64_t n) {
 
 }  // namespace
 
-// ---------------------------------------------------------------- one transformer layer
-// Scores, masked softmax and dropout of layer l into its probability buffers (the layer's own, or
-// with --recompute the shared scratch, which the backward pass refills with the same bits).
-// Returns what multiplies the values: the probabilities after dropout.
-const float* Model::attention_probs(int l, const ModelInputs& in, uint64_t key) {
+namespace {
+// Keys for dropout masks: one per (step key, layer, site), so no two tensors share a mask.
+enum Site : uint64_t { kSiteEmbed = 0, kSiteAttnProbs = 1, kSiteAttnOut = 2, kSiteMlpOut = 3 };
+uint64_t site_key(uint64_t key, int64_t layer, Site site) {
+  return key == 0 ? 0 : mix64(key ^ mix64(uint64_t(layer + 1) * 16 + site));
+}
+}  // namespace
+
+// ---------------------------------------------------------------- activations
+struct Model::Acts {
+  struct Layer {
+    float *ln1, *ln1_mean, *ln1_rstd, *in_full, *qkv, *probs, *probs_drop, *att, *res1, *ln2, *ln2_mean, *ln2_rstd,
+        *mlp_full, *fch, *fch_gelu, *res2;
+  };
+  int64_t first = 0;      // the local index (into layers_) of the chunk's first layer
+  float* x_in = nullptr;  // [R, C]: the chunk's input, received from the previous stage
+  float *emb = nullptr, *emb_mean = nullptr, *emb_rstd = nullptr, *x0 = nullptr;  // the embeddings' chunk
+  std::vector<Layer> layers;
+  float* d_out = nullptr;  // [R, C]: the heads' gradient of the chunk's output
+};
+
+struct Model::Plan {
+  struct LayerWeights {
+    float *qkv_w, *qkv_b, *proj_w, *proj_b, *ln1_w, *ln1_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b, *ln2_w, *ln2_b;
+  };
+  std::vector<LayerWeights> lw, lg;  // weights and gradients of each layer this rank holds
+  int64_t B = 0, T = 0, P = 0;
+  std::vector<int> slots;
+  DeviceBuffer<float> arena;
+  DeviceBuffer<int32_t> ints;
+  std::vector<std::vector<Acts>> acts;  // [chunk][slot]
+  // Scratch that one forward or backward op uses and leaves (shared by every slot).
+  float *full_a, *full_b;  // [N, C]: gathered inputs and partial sums (sequence / tensor parallel)
+  float *lnf, *lnf_mean, *lnf_rstd, *logits, *losses, *ce;  // GPT's head
+  float *mlm_h, *mlm_t, *mlm_tg, *mlm_ln, *mlm_mean, *mlm_rstd, *mlm_logits, *mlm_losses;
+  float *cls_h, *pool_pre, *pool, *nsp_logits, *nsp_losses;
+  float *dx, *d_a, *d_b, *d_c, *d_att, *d_fch, *d_qkv, *d_probs, *d_m1, *d_m2, *d_cls, *d_pool;
+  // --recompute: one layer's GELU output and attention probabilities (before and after dropout),
+  // refilled by the backward pass instead of kept for every layer.
+  float *gelu_scratch, *probs_scratch, *probs_drop_scratch;
+  int32_t *mlm_rows, *mlm_targets, *cls_rows;
+  std::vector<float> kept_logits;
+  bool keep_logits = false;
+  int64_t lm_rows = 0;  // GPT: rows of logits computed at once (the LM head runs in chunks of them)
+};
+
+// GPT's logits are tokens × vocabulary: 1.6 GB in fp32 for 8 sequences of 1024 tokens of GPT-2,
+// more than the rest of a small model's activations. The LM head, its loss and its backward pass
+// are row by row, so they run on chunks of rows that keep at most kLogitsChunk floats of logits.
+// Chunks cost the CPU 5–10% of a GPT tiny step (the wte gradient is read and written once per
+// chunk), so only logits past 512 MiB are cut; the GEMMs stay thousands of rows tall.
+constexpr int64_t kLogitsChunk = int64_t{1} << 27;
+int64_t Model::lm_head_rows(int64_t N) const {
+  const int64_t rows = lm_rows_ > 0 ? lm_rows_ : std::max<int64_t>(1, kLogitsChunk / vocab_rows_);
+  return std::min(rows, N);
+}
+
+int64_t Model::stage_rows(int64_t B, int64_t T) const {
+  return shard_.sequence_parallel ? B * T / shard_.tensor_size : B * T;
+}
+
+// Hands out the plan's pointers from `base` (or only counts, with base null); returns the floats.
+size_t Model::carve(Plan& p, float* base, int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) const {
+  const int64_t tp = shard_.tensor_size, C = config_.hidden, Cl = C / tp, I = config_.intermediate / tp;
+  const int64_t NH = config_.heads / tp, V = vocab_rows_;
+  const int64_t N = B * T, R = stage_rows(B, T), M = B * P;
+  const bool bert = config_.kind == ModelKind::bert, sp = shard_.sequence_parallel;
+  const bool split = tp > 1;  // partial sums and gathers need whole-row buffers
+  int64_t used = 0;
+  auto take = [&](int64_t n) { float* r = base ? base + used : nullptr; used += (n + 63) / 64 * 64; return r; };
+  p.acts.assign(shard_.chunks.size(), {});
+  for (size_t c = 0; c < shard_.chunks.size(); ++c) {
+    const int64_t layers = shard_.chunks[c].second - shard_.chunks[c].first;
+    const int64_t first = c == 0 ? 0 : [&] {
+      int64_t f = 0;
+      for (size_t k = 0; k < c; ++k) f += shard_.chunks[k].second - shard_.chunks[k].first;
+      return f;
+    }();
+    for (int s = 0; s < slots[c]; ++s) {
+      Acts a;
+      a.first = first;
+      if (c == 0 && shard_.embeddings) {
+        a.emb = bert ? take(R * C) : nullptr, a.emb_mean = bert ? take(R) : nullptr;
+        a.emb_rstd = bert ? take(R) : nullptr, a.x0 = take(R * C);
+      } else {
+        a.x_in = take(R * C);
+      }
+      a.layers.resize(size_t(layers));
+      for (auto& l : a.layers) {
+        l.ln1 = take(R * C), l.ln1_mean = take(R), l.ln1_rstd = take(R);
+        l.in_full = sp ? take(N * C) : nullptr, l.qkv = take(N * 3 * Cl);
+        l.probs = recompute_ ? nullptr : take(B * NH * T * T);
+        l.probs_drop = config_.attention_dropout > 0 && !recompute_ ? take(B * NH * T * T) : nullptr;
+        l.att = take(N * Cl), l.res1 = take(R * C), l.ln2 = take(R * C), l.ln2_mean = take(R), l.ln2_rstd = take(R);
+        l.mlp_full = sp ? take(N * C) : nullptr;
+        l.fch = take(N * I), l.fch_gelu = recompute_ ? nullptr : take(N * I), l.res2 = take(R * C);
+      }
+      if (c + 1 == shard_.chunks.size() && shard_.heads) a.d_out = take(R * C);
+      p.acts[c].push_back(std::move(a));
+    }
+  }
+  p.full_a = split ? take(N * C) : nullptr, p.full_b = split ? take(N * C) : nullptr;
+  p.gelu_scratch = recompute_ ? take(N * I) : nullptr;
+  p.probs_scratch = recompute_ ? take(B * NH * T * T) : nullptr;
+  p.probs_drop_scratch = recompute_ && config_.attention_dropout > 0 ? take(B * NH * T * T) : nullptr;
+  if (shard_.heads && !bert) {
+    p.lm_rows = lm_head_rows(N);
+    p.lnf = take(R * C), p.lnf_mean = take(R), p.lnf_rstd = take(R), p.logits = take(p.lm_rows * V);
+    p.losses = take(N), p.ce = split ? take(3 * p.lm_rows) : nullptr;
+  } else if (shard_.heads) {
+    p.mlm_h = take(M * C), p.mlm_t = take(M * C), p.mlm_tg = take(M * C), p.mlm_ln = take(M * C);
+    p.mlm_mean = take(M), p.mlm_rstd = take(M), p.mlm_logits = take(M * V), p.mlm_losses = take(M);
+    p.ce = split ? take(3 * M) : nullptr;
+    p.cls_h = take(B * C), p.pool_pre = take(B * C), p.pool = take(B * C), p.nsp_logits = take(B * 2);
+    p.nsp_losses = take(B), p.d_m1 = take(M * C), p.d_m2 = take(M * C), p.d_cls = take(B * C), p.d_pool = take(B * C);
+  }
+  p.dx = take(R * C), p.d_a = take(R * C), p.d_b = take(R * C), p.d_c = take(N * C), p.d_att = take(N * Cl);
+  p.d_fch = take(N * I), p.d_qkv = take(N * 3 * Cl), p.d_probs = take(B * NH * T * T);
+  return size_t(used);
+}
+
+void Model::plan_for(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) {
   Plan& p = *plan_;
-  Plan::LayerActs& a = p.acts[size_t(l)];
-  const int64_t B = in.B, T = in.T, C = config_.hidden, NH = config_.heads, hs = config_.head_size();
+  if (p.B == B && p.T == T && p.P == P && p.slots == slots && p.arena.get()) return;
+  if (slots.size() != shard_.chunks.size()) throw Error("model: one slot count per chunk expected");
+  if (shard_.sequence_parallel && (B * T) % shard_.tensor_size != 0)
+    throw UsageError(cat("--sequence-parallel: batch × sequence (", B, " × ", T, ") is not a multiple of --tensor-parallel ",
+                         shard_.tensor_size));
+  const int64_t M = B * P;
+  p.arena.reset();
+  p.arena = DeviceBuffer<float>(device_, carve(p, nullptr, B, T, P, slots));
+  carve(p, p.arena.get(), B, T, P, slots);
+  p.ints = DeviceBuffer<int32_t>(device_, size_t(2 * M + B));
+  p.mlm_rows = p.ints.get(), p.mlm_targets = p.ints.get() + M, p.cls_rows = p.ints.get() + 2 * M;
+  std::vector<int32_t> cls(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) cls[size_t(b)] = int32_t(b * T);
+  if (B) copy_to_device(device_, p.cls_rows, cls.data(), cls.size() * sizeof(int32_t));
+  p.B = B, p.T = T, p.P = P, p.slots = slots;
+}
+
+size_t Model::planned_activation_bytes(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) const {
+  Plan scratch;
+  return carve(scratch, nullptr, B, T, P, slots) * sizeof(float) + size_t(2 * B * P + B) * sizeof(int32_t);
+}
+
+void Model::prepare(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) { plan_for(B, T, P, slots); }
+
+float* Model::chunk_input(int c, int slot) { return plan_->acts.at(size_t(c)).at(size_t(slot)).x_in; }
+
+void Model::set_recompute(bool on) {
+  if (on != recompute_) plan_->B = -1;  // the next step carves the activations again
+  recompute_ = on;
+}
+
+void Model::set_lm_head_rows(int64_t rows) {
+  lm_rows_ = rows;
+  plan_->B = -1;
+}
+
+size_t Model::activation_bytes() const { return plan_->arena.size() * sizeof(float); }
+
+// ---------------------------------------------------------------- construction
+Model::Model(const ModelConfig& config, const Device& device, const ModelShard& shard)
+    : config_(config), device_(device), shard_(shard), plan_(new Plan) {
+  config_.validate();
+  const int tp = shard_.tensor_size;
+  if (tp < 1 || shard_.tensor_rank < 0 || shard_.tensor_rank >= tp) throw UsageError("model: bad tensor rank");
+  if (config_.heads % tp != 0)
+    throw UsageError(cat("--tensor-parallel ", tp, " does not divide the model's ", config_.heads, " attention heads"));
+  if (config_.intermediate % tp != 0)
+    throw UsageError(cat("--tensor-parallel ", tp, " does not divide the MLP's ", config_.intermediate, " columns"));
+  if (tp > 1 && !shard_.tensor) throw Error("model: tensor parallel needs the tensor group");
+  if (shard_.chunks.empty()) shard_.chunks = {{0, config_.layers}};
+  vocab_rows_ = padded_vocab(config_.vocab_size, tp) / tp;
+  vocab_begin_ = vocab_rows_ * shard_.tensor_rank;
+
+  // This rank's parameters, in arena order: embeddings, the layers of each chunk, heads, and the
+  // last stage's copy of the tied word embeddings.
+  std::map<int64_t, int64_t> layer_slot;
+  for (const auto& [b, e] : shard_.chunks)
+    for (int64_t l = b; l < e; ++l) layer_slot[l] = int64_t(layers_.size()), layers_.push_back(l);
+  const std::vector<ParamInfo> whole = whole_model_params(config_);
+  std::vector<std::vector<ParamInfo>> by_layer(layers_.size());
+  std::vector<ParamInfo> embed, heads;
+  const std::string wte_name = config_.kind == ModelKind::gpt ? "transformer.wte.weight" : "bert.embeddings.word_embeddings.weight";
+  for (ParamInfo p : whole) {
+    if (p.split == Split::rows) p.shape[0] = is_vocabulary(p.name) ? vocab_rows_ : p.shape[0] / tp;
+    if (p.split == Split::qkv_rows) p.shape[0] /= tp;
+    if (p.split == Split::columns) p.shape[1] /= tp;
+    p.numel = 1;
+    for (int64_t d : p.shape) p.numel *= d;
+    p.counted = p.split != Split::none || shard_.tensor_rank == 0;
+    p.sequence_partial = shard_.sequence_parallel && p.split == Split::none &&
+                         (p.name.find("LayerNorm") != std::string::npos || p.name.find("ln_") != std::string::npos) &&
+                         p.name.find("cls.predictions") == std::string::npos;
+    const int64_t owner = param_owner(config_, p.name);
+    if (owner == -1 && shard_.embeddings) embed.push_back(p);
+    if (owner == -2 && shard_.heads) heads.push_back(p);
+    if (owner >= 0 && layer_slot.count(owner)) by_layer[size_t(layer_slot[owner])].push_back(p);
+    if (p.name == wte_name && shard_.heads && !shard_.embeddings) {  // the head's tied decoder
+      p.tied_copy = true, p.counted = false;
+      heads.push_back(p);
+    }
+  }
+  int64_t offset = 0;
+  auto place = [&](std::vector<ParamInfo>& list) {
+    const int64_t begin = offset;
+    for (ParamInfo& p : list) p.offset = offset, offset += p.numel, params_.push_back(p);
+    return std::make_pair(begin, offset);
+  };
+  embed_range_ = place(embed);
+  for (auto& l : by_layer) layer_range_.push_back(place(l));
+  head_range_ = place(heads);
+  num_params_ = offset;
+  if (num_params_ == 0) throw UsageError("model: this rank holds no parameters");
+  weights_ = DeviceBuffer<float>(device_, size_t(num_params_));
+  grads_ = DeviceBuffer<float>(device_, size_t(num_params_));
+  for (int64_t l : layers_) {
+    const LayerNames n = layer_names(config_.kind, int(l));
+    auto pick = [&](auto get) {
+      return Plan::LayerWeights{get(n.qkv_w), get(n.qkv_b), get(n.proj_w), get(n.proj_b), get(n.ln1_w), get(n.ln1_b),
+                                get(n.fc_w),  get(n.fc_b),  get(n.fcproj_w), get(n.fcproj_b), get(n.ln2_w), get(n.ln2_b)};
+    };
+    plan_->lw.push_back(pick([&](const std::string& s) { return w(s); }));
+    plan_->lg.push_back(pick([&](const std::string& s) { return g(s); }));
+  }
+}
+
+Model::~Model() = default;
+
+int64_t Model::local_layer(int64_t l) const {
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (layers_[i] == l) return int64_t(i);
+  throw Error(cat("model: layer ", l, " is not on this rank"));
+}
+
+const ParamInfo& Model::param(const std::string& name) const {
+  for (const ParamInfo& p : params_)
+    if (p.name == name) return p;
+  throw Error(cat("model has no parameter '", name, "'"));
+}
+float* Model::w(const std::string& name) const { return weights_.get() + param(name).offset; }
+float* Model::g(const std::string& name) const { return grads_.get() + param(name).offset; }
+
+// Each whole tensor is drawn from its own stream (its index in the whole model), then cut: the
+// weights are a function of the seed only, whatever the layout.
+void Model::init_weights(uint64_t seed) {
+  std::vector<float> host(static_cast<size_t>(num_params_)), whole;
+  const bool bert = config_.kind == ModelKind::bert;
+  for (const ParamInfo& p : params_) {
+    float* out = host.data() + p.offset;
+    const bool norm = p.name.find("LayerNorm") != std::string::npos || p.name.find("ln_") != std::string::npos;
+    const bool bias = !is_decayed(p.name) && !norm;
+    if (norm && p.name.ends_with("weight")) { std::fill(out, out + p.numel, 1.0f); continue; }
+    if (norm || bias) { std::fill(out, out + p.numel, 0.0f); continue; }
+    float sigma = 0.02f;
+    if (!bert && p.name.ends_with("c_proj.weight")) sigma = 0.02f / std::sqrt(2.0f * float(config_.layers));
+    int64_t n = 1;
+    for (int64_t d : p.full_shape) n *= d;
+    whole.resize(size_t(n));
+    CounterRng rng(seed, uint64_t(p.full_index), 0);
+    for (int64_t k = 0; k < n; ++k) {
+      double z;
+      do {  // Box–Muller; BERT's truncated normal redraws beyond 2σ
+        const double u1 = 1.0 - rng.random(), u2 = rng.random();
+        z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+      } while (bert && std::fabs(z) > 2.0);
+      whole[size_t(k)] = float(z) * sigma;
+    }
+    take_shard(p, whole.data(), out, shard_.tensor_rank, shard_.tensor_size);
+  }
+  copy_to_device(device_, weights_.get(), host.data(), host.size() * sizeof(float));
+}
+
+void Model::zero_grads() { device_zero(device_, grads_.get(), size_t(num_params_) * sizeof(float)); }
+
+// ---------------------------------------------------------------- tensor-parallel communication
+// The whole N rows of a region's activations: all-gathered from the ranks' rows under sequence
+// parallelism (into `full`), the region itself otherwise.
+const float* Model::gather_rows(const float* region, float* full, int64_t N) {
+  if (!shard_.sequence_parallel) return region;
+  shard_.tensor->all_gather(region, full, N / shard_.tensor_size * config_.hidden);
+  return full;
+}
+
+namespace {
+// Where a row-parallel product of N rows goes before reduce_rows: whole-row scratch under sequence
+// parallelism, the region itself otherwise (all-reduced in place there).
+float* partial_target(bool sp, float* region, float* full) { return sp ? full : region; }
+}  // namespace
+
+// Sums the ranks' partial products into the region: a reduce-scatter of the rows under sequence
+// parallelism, an all-reduce otherwise, nothing at tensor 1.
+void Model::reduce_rows(float* partial, float* region, int64_t N) {
+  if (shard_.tensor_size == 1) return;
+  if (shard_.sequence_parallel)
+    shard_.tensor->reduce_scatter_sum(partial, region, N / shard_.tensor_size * config_.hidden);
+  else
+    shard_.tensor->all_reduce_sum(region, N * config_.hidden);
+}
+
+// ---------------------------------------------------------------- one transformer layer
+// Scores, masked softmax and dropout of layer li into its probability buffers (the layer's own, or
+// with --recompute the shared scratch, which the backward pass refills with the same bits).
+// Returns what multiplies the values: the probabilities after dropout. Row t of qkv is
+// [q | k | v] of this rank's heads, head h at offset h·hs of each: GEMMs over heads with stride hs.
+const float* Model::attention_probs(Acts& acts, int64_t li, const ModelInputs& in, uint64_t key) {
+  Plan& p = *plan_;
+  Acts::Layer& a = acts.layers[size_t(li - acts.first)];
+  const int64_t tp = shard_.tensor_size, B = in.B, T = in.T, Cl = config_.hidden / tp, NH = config_.heads / tp;
+  const int64_t hs = config_.head_size();
   const float scale = 1.0f / std::sqrt(float(hs));
   const bool bert = config_.kind == ModelKind::bert;
   float* probs = recompute_ ? p.probs_scratch : a.probs;
-  // Row t of qkv is [q | k | v], head h at offset h·hs of each: GEMMs over heads with stride hs.
   for (int64_t b = 0; b < B; ++b) {
-    const float* q = a.qkv + b * T * 3 * C;
-    gemm_batched(device_, false, true, T, T, hs, scale, q, 3 * C, hs, q + C, 3 * C, hs, 0.0f, probs + b * NH * T * T,
+    const float* q = a.qkv + b * T * 3 * Cl;
+    gemm_batched(device_, false, true, T, T, hs, scale, q, 3 * Cl, hs, q + Cl, 3 * Cl, hs, 0.0f, probs + b * NH * T * T,
                  T, T * T, NH);
   }
   launch(device_, B * NH * T, SoftmaxForward{probs, probs, bert ? in.mask : nullptr, !bert, NH, T});
-  const uint64_t k = site_key(key, l, kSiteAttnProbs);
+  // Each tensor rank holds other heads: its own masks.
+  uint64_t k = site_key(key, layers_[size_t(li)], kSiteAttnProbs);
+  if (k != 0 && tp > 1) k = mix64(k ^ uint64_t(shard_.tensor_rank + 1));
   if (k == 0 || config_.attention_dropout <= 0) return probs;
   float* dropped = recompute_ ? p.probs_drop_scratch : a.probs_drop;
   launch(device_, B * NH * T * T, Dropout{dropped, probs, k, config_.attention_dropout});
   return dropped;
 }
 
-void Model::attention_forward(int l, const ModelInputs& in, uint64_t key) {
-  Plan::LayerActs& a = plan_->acts[size_t(l)];
-  const int64_t B = in.B, T = in.T, C = config_.hidden, NH = config_.heads, hs = config_.head_size();
-  const float* probs = attention_probs(l, in, key);
+void Model::attention_forward(Acts& acts, int64_t li, const ModelInputs& in, uint64_t key) {
+  Acts::Layer& a = acts.layers[size_t(li - acts.first)];
+  const int64_t tp = shard_.tensor_size, B = in.B, T = in.T, Cl = config_.hidden / tp, NH = config_.heads / tp;
+  const int64_t hs = config_.head_size();
+  const float* probs = attention_probs(acts, li, in, key);
   for (int64_t b = 0; b < B; ++b) {
-    const float* v = a.qkv + b * T * 3 * C + 2 * C;
-    gemm_batched(device_, false, false, T, hs, T, 1.0f, probs + b * NH * T * T, T, T * T, v, 3 * C, hs, 0.0f,
-                 a.att + b * T * C, C, hs, NH);
+    const float* v = a.qkv + b * T * 3 * Cl + 2 * Cl;
+    gemm_batched(device_, false, false, T, hs, T, 1.0f, probs + b * NH * T * T, T, T * T, v, 3 * Cl, hs, 0.0f,
+                 a.att + b * T * Cl, Cl, hs, NH);
   }
 }
 
-void Model::attention_backward(int l, const ModelInputs& in, uint64_t key, const float* datt, float* dqkv) {
+void Model::attention_backward(Acts& acts, int64_t li, const ModelInputs& in, uint64_t key, const float* datt,
+                               float* dqkv) {
   Plan& p = *plan_;
-  Plan::LayerActs& a = p.acts[size_t(l)];
-  const int64_t B = in.B, T = in.T, C = config_.hidden, NH = config_.heads, hs = config_.head_size();
+  Acts::Layer& a = acts.layers[size_t(li - acts.first)];
+  const int64_t tp = shard_.tensor_size, B = in.B, T = in.T, Cl = config_.hidden / tp, NH = config_.heads / tp;
+  const int64_t hs = config_.head_size();
   const float scale = 1.0f / std::sqrt(float(hs));
-  const uint64_t k = site_key(key, l, kSiteAttnProbs);
-  const bool dropped = k != 0 && config_.attention_dropout > 0;
-  const float* probs = recompute_ ? attention_probs(l, in, key) : dropped ? a.probs_drop : a.probs;
+  const bool dropped = key != 0 && config_.attention_dropout > 0;
+  const float* probs = recompute_ ? attention_probs(acts, li, in, key) : dropped ? a.probs_drop : a.probs;
   const float* softmax_out = recompute_ ? p.probs_scratch : a.probs;
   for (int64_t b = 0; b < B; ++b) {
-    const float *qkv = a.qkv + b * T * 3 * C, *dO = datt + b * T * C;
+    const float *qkv = a.qkv + b * T * 3 * Cl, *dO = datt + b * T * Cl;
     float* dP = p.d_probs + b * NH * T * T;
-    gemm_batched(device_, false, true, T, T, hs, 1.0f, dO, C, hs, qkv + 2 * C, 3 * C, hs, 0.0f, dP, T, T * T, NH);
-    gemm_batched(device_, true, false, T, hs, T, 1.0f, probs + b * NH * T * T, T, T * T, dO, C, hs, 0.0f,
-                 dqkv + b * T * 3 * C + 2 * C, 3 * C, hs, NH);
+    gemm_batched(device_, false, true, T, T, hs, 1.0f, dO, Cl, hs, qkv + 2 * Cl, 3 * Cl, hs, 0.0f, dP, T, T * T, NH);
+    gemm_batched(device_, true, false, T, hs, T, 1.0f, probs + b * NH * T * T, T, T * T, dO, Cl, hs, 0.0f,
+                 dqkv + b * T * 3 * Cl + 2 * Cl, 3 * Cl, hs, NH);
   }
-  if (dropped) launch(device_, B * NH * T * T, Dropout{p.d_probs, p.d_probs, k, config_.attention_dropout});
+  if (dropped) {
+    uint64_t k = site_key(key, layers_[size_t(li)], kSiteAttnProbs);
+    if (tp > 1) k = mix64(k ^ uint64_t(shard_.tensor_rank + 1));
+    launch(device_, B * NH * T * T, Dropout{p.d_probs, p.d_probs, k, config_.attention_dropout});
+  }
   launch(device_, B * NH * T, SoftmaxBackward{p.d_probs, p.d_probs, softmax_out, T});
   for (int64_t b = 0; b < B; ++b) {
-    const float* qkv = a.qkv + b * T * 3 * C;
+    const float* qkv = a.qkv + b * T * 3 * Cl;
     const float* dS = p.d_probs + b * NH * T * T;
-    float* dq = dqkv + b * T * 3 * C;
-    gemm_batched(device_, false, false, T, hs, T, scale, dS, T, T * T, qkv + C, 3 * C, hs, 0.0f, dq, 3 * C, hs, NH);
-    gemm_batched(device_, true, false, T, hs, T, scale, dS, T, T * T, qkv, 3 * C, hs, 0.0f, dq + C, 3 * C, hs, NH);
+    float* dq = dqkv + b * T * 3 * Cl;
+    gemm_batched(device_, false, false, T, hs, T, scale, dS, T, T * T, qkv + Cl, 3 * Cl, hs, 0.0f, dq, 3 * Cl, hs, NH);
+    gemm_batched(device_, true, false, T, hs, T, scale, dS, T, T * T, qkv, 3 * Cl, hs, 0.0f, dq + Cl, 3 * Cl, hs, NH);
   }
 }
 
@@ -456,171 +710,236 @@ void Model::attention_backward(int l, const ModelInputs& in, uint64_t key, const
 //                 res2 = res1 + drop(mlp(ln2)) → the layer's output.
 // BERT (post-LN): res1 = x + drop(proj(attn(x))); ln1 = LN(res1); res2 = ln1 + drop(mlp(ln1));
 //                 ln2 = LN(res2) → the layer's output.
-void Model::forward_layer(int l, const ModelInputs& in, uint64_t key) {
+// x and every LayerNorm / residual tensor hold the region's R rows; qkv, att and the MLP's hidden
+// all N rows of this rank's columns.
+void Model::forward_layer(Acts& acts, int64_t li, const ModelInputs& in, uint64_t key, const float* x) {
   Plan& p = *plan_;
-  Plan::LayerActs& a = p.acts[size_t(l)];
-  const Plan::LayerWeights& W = p.lw[size_t(l)];
-  const int64_t N = in.B * in.T, C = config_.hidden, I = config_.intermediate;
-  const bool pre = config_.kind == ModelKind::gpt;
+  Acts::Layer& a = acts.layers[size_t(li - acts.first)];
+  const Plan::LayerWeights& W = p.lw[size_t(li)];
+  const int64_t tp = shard_.tensor_size, N = in.B * in.T, R = stage_rows(in.B, in.T), C = config_.hidden;
+  const int64_t Cl = C / tp, I = config_.intermediate / tp, l = layers_[size_t(li)];
+  const bool pre = config_.kind == ModelKind::gpt, sp = shard_.sequence_parallel, lead = shard_.tensor_rank == 0;
   const float eps = config_.ln_eps, pd = config_.hidden_dropout;
-  const float* x = l == 0 ? p.x0 : (pre ? p.acts[size_t(l) - 1].res2 : p.acts[size_t(l) - 1].ln2);
+  const int64_t row0 = sp ? shard_.tensor_rank * R * C : 0;  // the region's first element in the whole
   const Gelu act = pre ? Gelu::tanh : Gelu::erf;
 
-  if (pre) layernorm(device_, a.ln1, a.ln1_mean, a.ln1_rstd, x, W.ln1_w, W.ln1_b, N, C, eps);
-  linear(device_, a.qkv, pre ? a.ln1 : x, W.qkv_w, W.qkv_b, N, C, 3 * C);
-  attention_forward(l, in, key);
-  linear(device_, a.res1, a.att, W.proj_w, W.proj_b, N, C, C);
-  dropout(device_, a.res1, N * C, site_key(key, l, kSiteAttnOut), pd);
-  launch(device_, N * C, Accumulate{a.res1, x});
+  if (pre) layernorm(device_, a.ln1, a.ln1_mean, a.ln1_rstd, x, W.ln1_w, W.ln1_b, R, C, eps);
+  const float* attn_in = gather_rows(pre ? a.ln1 : x, a.in_full, N);
+  linear(device_, a.qkv, attn_in, W.qkv_w, W.qkv_b, N, C, 3 * Cl);
+  attention_forward(acts, li, in, key);
+  float* part = partial_target(sp, a.res1, p.full_a);
+  linear(device_, part, a.att, W.proj_w, lead ? W.proj_b : nullptr, N, Cl, C);  // the bias once, by rank 0
+  reduce_rows(part, a.res1, N);
+  dropout(device_, a.res1, R * C, site_key(key, l, kSiteAttnOut), pd, row0);
+  launch(device_, R * C, Accumulate{a.res1, x});
 
   float* mlp_in;
   if (pre) {
-    layernorm(device_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, W.ln2_w, W.ln2_b, N, C, eps);
+    layernorm(device_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, W.ln2_w, W.ln2_b, R, C, eps);
     mlp_in = a.ln2;
   } else {
-    layernorm(device_, a.ln1, a.ln1_mean, a.ln1_rstd, a.res1, W.ln1_w, W.ln1_b, N, C, eps);
+    layernorm(device_, a.ln1, a.ln1_mean, a.ln1_rstd, a.res1, W.ln1_w, W.ln1_b, R, C, eps);
     mlp_in = a.ln1;
   }
+  const float* mlp_full = gather_rows(mlp_in, a.mlp_full, N);
   float* fch_gelu = a.fch_gelu ? a.fch_gelu : p.gelu_scratch;
-  linear_gelu(device_, fch_gelu, a.fch, act, mlp_in, W.fc_w, W.fc_b, N, C, I);
-  linear(device_, a.res2, fch_gelu, W.fcproj_w, W.fcproj_b, N, I, C);
-  dropout(device_, a.res2, N * C, site_key(key, l, kSiteMlpOut), pd);
-  launch(device_, N * C, Accumulate{a.res2, pre ? a.res1 : a.ln1});
-  if (!pre) layernorm(device_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, W.ln2_w, W.ln2_b, N, C, eps);
+  linear_gelu(device_, fch_gelu, a.fch, act, mlp_full, W.fc_w, W.fc_b, N, C, I);
+  part = partial_target(sp, a.res2, p.full_a);
+  linear(device_, part, fch_gelu, W.fcproj_w, lead ? W.fcproj_b : nullptr, N, I, C);
+  reduce_rows(part, a.res2, N);
+  dropout(device_, a.res2, R * C, site_key(key, l, kSiteMlpOut), pd, row0);
+  launch(device_, R * C, Accumulate{a.res2, pre ? a.res1 : a.ln1});
+  if (!pre) layernorm(device_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, W.ln2_w, W.ln2_b, R, C, eps);
 }
 
-// dout: the gradient of the layer's output; dinp receives its input's (dinp may be dout).
-void Model::backward_layer(int l, const ModelInputs& in, uint64_t key, const float* dout, float* dinp) {
+// x: the layer's input; dout: the gradient of its output; dinp receives its input's (dinp may be
+// dout). Region tensors hold R rows; the gradients of the row-parallel linears' outputs are
+// gathered to N rows, those of the column-parallel linears' inputs reduced back to the region.
+void Model::backward_layer(Acts& acts, int64_t li, const ModelInputs& in, uint64_t key, const float* x,
+                           const float* dout, float* dinp) {
   Plan& p = *plan_;
-  Plan::LayerActs& a = p.acts[size_t(l)];
-  const Plan::LayerWeights &W = p.lw[size_t(l)], &G = p.lg[size_t(l)];
-  const int64_t N = in.B * in.T, C = config_.hidden, I = config_.intermediate;
-  const bool pre = config_.kind == ModelKind::gpt;
+  Acts::Layer& a = acts.layers[size_t(li - acts.first)];
+  const Plan::LayerWeights &W = p.lw[size_t(li)], &G = p.lg[size_t(li)];
+  const int64_t tp = shard_.tensor_size, N = in.B * in.T, R = stage_rows(in.B, in.T), C = config_.hidden;
+  const int64_t Cl = C / tp, I = config_.intermediate / tp, l = layers_[size_t(li)];
+  const bool pre = config_.kind == ModelKind::gpt, sp = shard_.sequence_parallel;
   const float pd = config_.hidden_dropout;
-  const float* x = l == 0 ? p.x0 : (pre ? p.acts[size_t(l) - 1].res2 : p.acts[size_t(l) - 1].ln2);
+  const int64_t row0 = sp ? shard_.tensor_rank * R * C : 0;
   const Gelu act = pre ? Gelu::tanh : Gelu::erf;
-  float *d_a = p.d_a, *d_b = p.d_b, *d_c = p.d_c;
+  float *d_a = p.d_a, *d_b = p.d_b;
   const uint64_t k_mlp = site_key(key, l, kSiteMlpOut), k_attn = site_key(key, l, kSiteAttnOut);
+  // The row-parallel biases' gradients come from the gathered N rows, so they are whole on every
+  // rank; a column-parallel input's gradient is a partial sum over the group (d_c, N rows).
 
   // d_a = d res2
   if (pre)
-    launch(device_, N * C, Scale{d_a, dout, 1.0f});
+    launch(device_, R * C, Scale{d_a, dout, 1.0f});
   else
-    layernorm_backward(device_, d_a, false, G.ln2_w, G.ln2_b, dout, a.res2, W.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
-  // MLP: d_b = drop'(d res2) → d_fch → d_c = d mlp_in
-  launch(device_, N * C, Scale{d_b, d_a, 1.0f});
-  dropout(device_, d_b, N * C, k_mlp, pd);
+    layernorm_backward(device_, d_a, false, G.ln2_w, G.ln2_b, dout, a.res2, W.ln2_w, a.ln2_mean, a.ln2_rstd, R, C);
+  // MLP: d_b = drop'(d res2) → d_fch → d_c = d mlp_in (partial) → reduced into d_b
+  launch(device_, R * C, Scale{d_b, d_a, 1.0f});
+  dropout(device_, d_b, R * C, k_mlp, pd, row0);
   float* fch_gelu = a.fch_gelu;
   if (!fch_gelu) {  // --recompute
     fch_gelu = p.gelu_scratch;
     launch(device_, N * I, GeluForward{fch_gelu, a.fch, act});
   }
-  linear_backward(device_, p.d_fch, false, G.fcproj_w, G.fcproj_b, d_b, fch_gelu, W.fcproj_w, N, I, C);
+  const float* d_b_full = gather_rows(d_b, p.full_a, N);
+  linear_backward(device_, p.d_fch, false, G.fcproj_w, G.fcproj_b, d_b_full, fch_gelu, W.fcproj_w, N, I, C);
   launch(device_, N * I, GeluBackward{p.d_fch, p.d_fch, a.fch, act});
-  const float* mlp_in = pre ? a.ln2 : a.ln1;
-  linear_backward(device_, d_c, false, G.fc_w, G.fc_b, p.d_fch, mlp_in, W.fc_w, N, C, I);
+  const float* mlp_in = sp ? a.mlp_full : pre ? a.ln2 : a.ln1;
+  float* part = partial_target(sp, d_b, p.d_c);
+  linear_backward(device_, part, false, G.fc_w, G.fc_b, p.d_fch, mlp_in, W.fc_w, N, C, I);
+  reduce_rows(part, d_b, N);  // d_b = d mlp_in
   // d_a = d res1
   if (pre) {
-    layernorm_backward(device_, d_a, true, G.ln2_w, G.ln2_b, d_c, a.res1, W.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
+    layernorm_backward(device_, d_a, true, G.ln2_w, G.ln2_b, d_b, a.res1, W.ln2_w, a.ln2_mean, a.ln2_rstd, R, C);
   } else {
-    launch(device_, N * C, Accumulate{d_c, d_a});  // d ln1 = the MLP's + the residual's
-    layernorm_backward(device_, d_a, false, G.ln1_w, G.ln1_b, d_c, a.res1, W.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
+    launch(device_, R * C, Accumulate{d_b, d_a});  // d ln1 = the MLP's + the residual's
+    layernorm_backward(device_, d_a, false, G.ln1_w, G.ln1_b, d_b, a.res1, W.ln1_w, a.ln1_mean, a.ln1_rstd, R, C);
   }
-  // Attention: d_b = drop'(d res1) → d_c = d att → d_qkv
-  launch(device_, N * C, Scale{d_b, d_a, 1.0f});
-  dropout(device_, d_b, N * C, k_attn, pd);
-  linear_backward(device_, d_c, false, G.proj_w, G.proj_b, d_b, a.att, W.proj_w, N, C, C);
-  attention_backward(l, in, key, d_c, p.d_qkv);
+  // Attention: d_b = drop'(d res1) → d att → d_qkv → d attn_in (partial) → reduced
+  launch(device_, R * C, Scale{d_b, d_a, 1.0f});
+  dropout(device_, d_b, R * C, k_attn, pd, row0);
+  d_b_full = gather_rows(d_b, p.full_a, N);
+  linear_backward(device_, p.d_att, false, G.proj_w, G.proj_b, d_b_full, a.att, W.proj_w, N, Cl, C);
+  attention_backward(acts, li, in, key, p.d_att, p.d_qkv);
+  const float* attn_in = sp ? a.in_full : pre ? a.ln1 : x;
   if (pre) {
-    linear_backward(device_, d_c, false, G.qkv_w, G.qkv_b, p.d_qkv, a.ln1, W.qkv_w, N, C, 3 * C);
-    launch(device_, N * C, Scale{dinp, d_a, 1.0f});
-    layernorm_backward(device_, dinp, true, G.ln1_w, G.ln1_b, d_c, x, W.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
+    part = partial_target(sp, d_b, p.d_c);
+    linear_backward(device_, part, false, G.qkv_w, G.qkv_b, p.d_qkv, attn_in, W.qkv_w, N, C, 3 * Cl);
+    reduce_rows(part, d_b, N);
+    launch(device_, R * C, Scale{dinp, d_a, 1.0f});
+    layernorm_backward(device_, dinp, true, G.ln1_w, G.ln1_b, d_b, x, W.ln1_w, a.ln1_mean, a.ln1_rstd, R, C);
   } else {
-    linear_backward(device_, dinp, false, G.qkv_w, G.qkv_b, p.d_qkv, x, W.qkv_w, N, C, 3 * C);
-    launch(device_, N * C, Accumulate{dinp, d_a});
+    part = partial_target(sp, dinp, p.d_c);
+    linear_backward(device_, part, false, G.qkv_w, G.qkv_b, p.d_qkv, attn_in, W.qkv_w, N, C, 3 * Cl);
+    reduce_rows(part, dinp, N);
+    launch(device_, R * C, Accumulate{dinp, d_a});
   }
 }
 
-// ---------------------------------------------------------------- whole models
-Losses Model::step(const ModelInputs& in, bool backward, float loss_scale, uint64_t key, bool keep_logits) {
-  if (in.T > config_.max_positions)
-    throw UsageError(cat("sequence length ", in.T, " exceeds the model's ", config_.max_positions, " positions"));
-  return config_.kind == ModelKind::gpt ? gpt_step(in, backward, loss_scale, key, keep_logits)
-                                        : bert_step(in, backward, loss_scale, key, keep_logits);
+// ---------------------------------------------------------------- embeddings
+// x0 (the region's rows) = dropout(embedding) — BERT: LN(word + position + token type) first. Under
+// tensor parallel each rank looks up its vocabulary rows (rank 0 adds the positions and types) and
+// the sum over the group is reduced into the region.
+void Model::embed_forward(Acts& a, const ModelInputs& in, uint64_t key) {
+  Plan& p = *plan_;
+  const int64_t tp = shard_.tensor_size, N = in.B * in.T, R = stage_rows(in.B, in.T), C = config_.hidden;
+  const bool bert = config_.kind == ModelKind::bert, sp = shard_.sequence_parallel, lead = shard_.tensor_rank == 0;
+  const int64_t row0 = sp ? shard_.tensor_rank * R * C : 0;
+  const std::string e = "bert.embeddings.";
+  float* sum = bert ? a.emb : a.x0;
+  float* part = partial_target(sp, sum, p.full_a);
+  const int64_t vrows = tp > 1 ? vocab_rows_ : 0;
+  if (bert)
+    launch(device_, N, EmbedForward{part, in.ids, lead ? in.types : nullptr, w(e + "word_embeddings.weight"),
+                                    lead ? w(e + "position_embeddings.weight") : nullptr,
+                                    w(e + "token_type_embeddings.weight"), in.T, C, vocab_begin_, vrows});
+  else
+    launch(device_, N, EmbedForward{part, in.ids, nullptr, w("transformer.wte.weight"),
+                                    lead ? w("transformer.wpe.weight") : nullptr, nullptr, in.T, C, vocab_begin_, vrows});
+  reduce_rows(part, sum, N);
+  if (bert)
+    layernorm(device_, a.x0, a.emb_mean, a.emb_rstd, a.emb, w(e + "LayerNorm.weight"), w(e + "LayerNorm.bias"), R, C,
+              config_.ln_eps);
+  dropout(device_, a.x0, R * C, site_key(key, -1, kSiteEmbed), config_.hidden_dropout, row0);
 }
 
-std::vector<float> Model::logits() const { return plan_->kept_logits; }
-
-Losses Model::gpt_step(const ModelInputs& in, bool backward, float loss_scale, uint64_t key, bool keep_logits) {
-  plan_for(in.B, in.T, 0);
+// dx: the gradient of x0 (the region's rows; overwritten).
+void Model::embed_backward(Acts& a, const ModelInputs& in, uint64_t key, float* dx) {
   Plan& p = *plan_;
-  const int64_t B = in.B, T = in.T, N = B * T, C = config_.hidden, V = config_.vocab_size, L = config_.layers;
-  float *wte = w("transformer.wte.weight"), *wpe = w("transformer.wpe.weight");
-  float *lnf_w = w("transformer.ln_f.weight"), *lnf_b = w("transformer.ln_f.bias");
-  const uint64_t k_embed = site_key(key, -1, kSiteEmbed);
+  const int64_t tp = shard_.tensor_size, N = in.B * in.T, R = stage_rows(in.B, in.T), C = config_.hidden;
+  const bool bert = config_.kind == ModelKind::bert, sp = shard_.sequence_parallel;
+  const int64_t row0 = sp ? shard_.tensor_rank * R * C : 0, vrows = tp > 1 ? vocab_rows_ : 0;
+  const std::string e = "bert.embeddings.";
+  dropout(device_, dx, R * C, site_key(key, -1, kSiteEmbed), config_.hidden_dropout, row0);
+  if (!bert) {
+    const float* d = gather_rows(dx, p.full_a, N);
+    launch(device_, column_blocks(C), EmbedBackward{g("transformer.wte.weight"), g("transformer.wpe.weight"), nullptr,
+                                                    d, in.ids, nullptr, N, in.T, C, vocab_begin_, vrows});
+    return;
+  }
+  layernorm_backward(device_, p.d_a, false, g(e + "LayerNorm.weight"), g(e + "LayerNorm.bias"), dx, a.emb,
+                     w(e + "LayerNorm.weight"), a.emb_mean, a.emb_rstd, R, C);
+  const float* d = gather_rows(p.d_a, p.full_a, N);
+  launch(device_, column_blocks(C), EmbedBackward{g(e + "word_embeddings.weight"), g(e + "position_embeddings.weight"),
+                                                  g(e + "token_type_embeddings.weight"), d, in.ids, in.types, N, in.T,
+                                                  C, vocab_begin_, vrows});
+}
 
-  launch(device_, N, EmbedForward{p.x0, in.ids, nullptr, wte, wpe, nullptr, T, C});
-  dropout(device_, p.x0, N * C, k_embed, config_.hidden_dropout);
-  for (int l = 0; l < L; ++l) forward_layer(l, in, key);
-  const float* xL = p.acts[size_t(L) - 1].res2;
-  layernorm(device_, p.lnf, p.lnf_mean, p.lnf_rstd, xL, lnf_w, lnf_b, N, C, config_.ln_eps);
+// ---------------------------------------------------------------- heads
+// Losses and, in place, the logits' gradients of n rows: the whole-row kernel at tensor 1, the
+// vocabulary-parallel one (three row ops and three reductions over the group) otherwise.
+void Model::vocab_cross_entropy(float* logits, float* losses, const int32_t* targets, int64_t n, float dloss) {
+  const int64_t V = config_.vocab_size, Vl = vocab_rows_, v0 = vocab_begin_;
+  if (shard_.tensor_size == 1) return launch(device_, n, CrossEntropy{logits, losses, targets, V, dloss});
+  float *mx = plan_->ce, *tl = plan_->ce + n, *sum = plan_->ce + 2 * n;
+  launch(device_, n, VocabShardMax{logits, mx, tl, targets, Vl, v0, V});
+  shard_.tensor->all_reduce_max(mx, n);
+  shard_.tensor->all_reduce_sum(tl, n);
+  launch(device_, n, VocabShardSumExp{logits, mx, sum, Vl, v0, V});
+  shard_.tensor->all_reduce_sum(sum, n);
+  launch(device_, n, VocabShardLoss{logits, losses, targets, mx, tl, sum, Vl, v0, V, dloss});
+}
+
+// GPT: LN_f, the LM head tied to wte (this rank's vocabulary rows), the loss; with backward the
+// head's gradients and the gradient of xL into a.d_out.
+Losses Model::gpt_heads(Acts& a, const ModelInputs& in, const float* xL, bool backward, float loss_scale,
+                        bool keep_logits) {
+  Plan& p = *plan_;
+  const int64_t N = in.B * in.T, R = stage_rows(in.B, in.T), C = config_.hidden, V = vocab_rows_;
+  const bool sp = shard_.sequence_parallel;
+  const std::string wte_name = "transformer.wte.weight";
+  float *wte = w(wte_name), *lnf_w = w("transformer.ln_f.weight"), *lnf_b = w("transformer.ln_f.bias");
+  layernorm(device_, p.lnf, p.lnf_mean, p.lnf_rstd, xL, lnf_w, lnf_b, R, C, config_.ln_eps);
+  const float* lnf = gather_rows(p.lnf, p.full_b, N);
+  if (keep_logits && shard_.tensor_size > 1) throw Error("model: kept logits need tensor parallel 1");
   // The LM head in chunks of rows: logits, loss (which turns the logits into their gradient), and
   // with backward the head's gradients, before the next chunk reuses the buffer.
   const double tokens = in.lm_denominator > 0 ? in.lm_denominator : double(N);
   if (keep_logits) p.kept_logits.resize(size_t(N * V));
+  float* d_part = partial_target(sp, p.d_b, p.d_c);  // d lnf: N rows of partial sums
   for (int64_t r0 = 0; r0 < N; r0 += p.lm_rows) {
     const int64_t n = std::min(p.lm_rows, N - r0);
-    gemm(device_, false, true, n, V, C, 1.0f, p.lnf + r0 * C, C, wte, C, 0.0f, p.logits, V);
+    gemm(device_, false, true, n, V, C, 1.0f, lnf + r0 * C, C, wte, C, 0.0f, p.logits, V);
     if (keep_logits) copy_to_host(device_, p.kept_logits.data() + r0 * V, p.logits, size_t(n * V) * sizeof(float));
-    launch(device_, n, CrossEntropy{p.logits, p.losses + r0, in.targets + r0, V, float(loss_scale / tokens)});
+    vocab_cross_entropy(p.logits, p.losses + r0, in.targets + r0, n, float(loss_scale / tokens));
     if (!backward) continue;
-    gemm(device_, true, false, V, C, n, 1.0f, p.logits, V, p.lnf + r0 * C, C, 1.0f, g("transformer.wte.weight"), C);
-    gemm(device_, false, false, n, C, V, 1.0f, p.logits, V, wte, C, 0.0f, p.d_b + r0 * C, C);
+    gemm(device_, true, false, V, C, n, 1.0f, p.logits, V, lnf + r0 * C, C, 1.0f, g(wte_name), C);
+    gemm(device_, false, false, n, C, V, 1.0f, p.logits, V, wte, C, 0.0f, d_part + r0 * C, C);
   }
   Losses out;
   out.predictions = N;
   out.total = out.mlm = sum_losses(device_, p.losses, N) / tokens;
   if (!backward) return out;
-
-  device_zero(device_, p.dx, size_t(N * C) * sizeof(float));
-  layernorm_backward(device_, p.dx, false, g("transformer.ln_f.weight"), g("transformer.ln_f.bias"), p.d_b, xL, lnf_w,
-                     p.lnf_mean, p.lnf_rstd, N, C);
-  notify(layer_begin_.back(), num_params_);  // ln_f
-  for (int l = int(L) - 1; l >= 0; --l) {
-    backward_layer(l, in, key, p.dx, p.dx);
-    notify(layer_begin_[size_t(l)], layer_begin_[size_t(l) + 1]);
-  }
-  dropout(device_, p.dx, N * C, k_embed, config_.hidden_dropout);
-  launch(device_, column_blocks(C), EmbedBackward{g("transformer.wte.weight"), g("transformer.wpe.weight"), nullptr,
-                                                  p.dx, in.ids, nullptr, N, T, C});
-  notify(0, layer_begin_[0]);  // wte (with the LM head's share) and wpe
+  reduce_rows(d_part, p.d_b, N);
+  layernorm_backward(device_, a.d_out, false, g("transformer.ln_f.weight"), g("transformer.ln_f.bias"), p.d_b, xL,
+                     lnf_w, p.lnf_mean, p.lnf_rstd, R, C);
+  notify(head_range_.first, head_range_.second);  // ln_f (and the tied copy of wte)
   return out;
 }
 
-Losses Model::bert_step(const ModelInputs& in, bool backward, float loss_scale, uint64_t key, bool keep_logits) {
-  plan_for(in.B, in.T, in.P);
+// BERT: the NSP head (tanh pooler on [CLS], 2 classes) and the MLM head on the masked positions
+// (dense, GELU, LayerNorm, decoder tied to the word embeddings + bias). Both read whole rows of xL,
+// so every tensor rank computes them alike but for the decoder's vocabulary rows.
+Losses Model::bert_heads(Acts& a, const ModelInputs& in, const float* xL_region, bool backward, float loss_scale,
+                         bool keep_logits) {
   Plan& p = *plan_;
-  const int64_t B = in.B, T = in.T, N = B * T, C = config_.hidden, V = config_.vocab_size, L = config_.layers;
+  const int64_t B = in.B, T = in.T, N = B * T, R = stage_rows(B, T), C = config_.hidden, V = vocab_rows_;
   const int64_t M = B * in.P;
+  const bool sp = shard_.sequence_parallel;
   const std::string e = "bert.embeddings.", t = "cls.predictions.transform.";
-  float *wte = w(e + "word_embeddings.weight"), *emb_ln_w = w(e + "LayerNorm.weight");
-  const uint64_t k_embed = site_key(key, -1, kSiteEmbed);
+  const std::string wte_name = e + "word_embeddings.weight";
+  float* wte = w(wte_name);
+  const float* xL = gather_rows(xL_region, p.full_b, N);
+  if (keep_logits && shard_.tensor_size > 1) throw Error("model: kept logits need tensor parallel 1");
 
-  // Embeddings: LN(word + position + token type), dropout.
-  launch(device_, N, EmbedForward{p.emb, in.ids, in.types, wte, w(e + "position_embeddings.weight"),
-                                  w(e + "token_type_embeddings.weight"), T, C});
-  layernorm(device_, p.x0, p.emb_mean, p.emb_rstd, p.emb, emb_ln_w, w(e + "LayerNorm.bias"), N, C, config_.ln_eps);
-  dropout(device_, p.x0, N * C, k_embed, config_.hidden_dropout);
-  for (int l = 0; l < L; ++l) forward_layer(l, in, key);
-  const float* xL = p.acts[size_t(L) - 1].ln2;
-
-  // NSP: tanh pooler on [CLS], then a linear layer to 2 classes.
   launch(device_, B, GatherRows{p.cls_h, xL, p.cls_rows, C});
   linear(device_, p.pool_pre, p.cls_h, w("bert.pooler.dense.weight"), w("bert.pooler.dense.bias"), B, C, C);
   launch(device_, B * C, TanhForward{p.pool, p.pool_pre});
   linear(device_, p.nsp_logits, p.pool, w("cls.seq_relationship.weight"), w("cls.seq_relationship.bias"), B, C, 2);
 
-  // MLM on the masked positions: dense, GELU, LayerNorm, decoder tied to the word embeddings + bias.
   launch(device_, M, MaskedPositions{p.mlm_rows, p.mlm_targets, in.mlm_positions, in.mlm_ids, in.P, T});
   std::vector<int32_t> targets(static_cast<size_t>(M));
   if (M) copy_to_host(device_, targets.data(), p.mlm_targets, targets.size() * sizeof(int32_t));
@@ -638,8 +957,7 @@ Losses Model::bert_step(const ModelInputs& in, bool backward, float loss_scale, 
   }
   const double predictions = in.lm_denominator > 0 ? in.lm_denominator : double(count);
   const double samples = in.nsp_denominator > 0 ? in.nsp_denominator : double(B);
-  launch(device_, M, CrossEntropy{p.mlm_logits, p.mlm_losses, p.mlm_targets, V,
-                                  predictions > 0 ? float(loss_scale / predictions) : 0.0f});
+  vocab_cross_entropy(p.mlm_logits, p.mlm_losses, p.mlm_targets, M, predictions > 0 ? float(loss_scale / predictions) : 0.0f);
   launch(device_, B, CrossEntropy{p.nsp_logits, p.nsp_losses, in.nsp_labels, 2, float(loss_scale / samples)});
   Losses out;
   out.predictions = count;
@@ -648,38 +966,82 @@ Losses Model::bert_step(const ModelInputs& in, bool backward, float loss_scale, 
   out.total = out.mlm + out.nsp;
   if (!backward) return out;
 
-  // MLM head backward, scattered into the gradient of the last hidden states.
-  float* dwte = g(e + "word_embeddings.weight");
-  gemm(device_, true, false, V, C, M, 1.0f, p.mlm_logits, V, p.mlm_ln, C, 1.0f, dwte, C);
+  // MLM head backward, scattered into the gradient of the last hidden states (all N rows).
+  gemm(device_, true, false, V, C, M, 1.0f, p.mlm_logits, V, p.mlm_ln, C, 1.0f, g(wte_name), C);
   launch(device_, column_blocks(V), BiasBackward{g("cls.predictions.bias"), p.mlm_logits, M, V});
   gemm(device_, false, false, M, C, V, 1.0f, p.mlm_logits, V, wte, C, 0.0f, p.d_m1, C);
+  if (shard_.tensor_size > 1) shard_.tensor->all_reduce_sum(p.d_m1, M * C);  // the vocabulary shards' sum
   layernorm_backward(device_, p.d_m2, false, g(t + "LayerNorm.weight"), g(t + "LayerNorm.bias"), p.d_m1, p.mlm_tg,
                      w(t + "LayerNorm.weight"), p.mlm_mean, p.mlm_rstd, M, C);
   launch(device_, M * C, GeluBackward{p.d_m2, p.d_m2, p.mlm_t, Gelu::erf});
   linear_backward(device_, p.d_m1, false, g(t + "dense.weight"), g(t + "dense.bias"), p.d_m2, p.mlm_h,
                   w(t + "dense.weight"), M, C, C);
-  device_zero(device_, p.dx, size_t(N * C) * sizeof(float));
-  launch(device_, M, ScatterAddRows{p.dx, p.d_m1, p.mlm_rows, p.mlm_targets, C});
+  float* dfull = sp ? p.d_c : a.d_out;
+  device_zero(device_, dfull, size_t(N * C) * sizeof(float));
+  launch(device_, M, ScatterAddRows{dfull, p.d_m1, p.mlm_rows, p.mlm_targets, C});
   // NSP head backward, into the [CLS] rows.
   linear_backward(device_, p.d_pool, false, g("cls.seq_relationship.weight"), g("cls.seq_relationship.bias"),
                   p.nsp_logits, p.pool, w("cls.seq_relationship.weight"), B, C, 2);
   launch(device_, B * C, TanhBackward{p.d_pool, p.d_pool, p.pool});
   linear_backward(device_, p.d_cls, false, g("bert.pooler.dense.weight"), g("bert.pooler.dense.bias"), p.d_pool,
                   p.cls_h, w("bert.pooler.dense.weight"), B, C, C);
-  launch(device_, B, ScatterAddRows{p.dx, p.d_cls, p.cls_rows, nullptr, C});
-  notify(layer_begin_.back(), num_params_);  // pooler, MLM transform and bias, NSP
-
-  for (int l = int(L) - 1; l >= 0; --l) {
-    backward_layer(l, in, key, p.dx, p.dx);
-    notify(layer_begin_[size_t(l)], layer_begin_[size_t(l) + 1]);
-  }
-  dropout(device_, p.dx, N * C, k_embed, config_.hidden_dropout);
-  layernorm_backward(device_, p.d_a, false, g(e + "LayerNorm.weight"), g(e + "LayerNorm.bias"), p.dx, p.emb, emb_ln_w,
-                     p.emb_mean, p.emb_rstd, N, C);
-  launch(device_, column_blocks(C), EmbedBackward{dwte, g(e + "position_embeddings.weight"),
-                                                  g(e + "token_type_embeddings.weight"), p.d_a, in.ids, in.types, N, T, C});
-  notify(0, layer_begin_[0]);  // the embeddings (word embeddings with the decoder's share)
+  launch(device_, B, ScatterAddRows{dfull, p.d_cls, p.cls_rows, nullptr, C});
+  if (sp) copy(device_, a.d_out, dfull + shard_.tensor_rank * R * C, R * C);  // every rank has all rows alike
+  notify(head_range_.first, head_range_.second);  // pooler, MLM transform and bias, NSP
   return out;
 }
+
+// ---------------------------------------------------------------- chunks and whole steps
+// The input of the chunk's layer li: its previous layer's output, or the chunk's input.
+const float* Model::chunk_x(const Acts& a, int c, int64_t li) const {
+  if (li == a.first) return c == 0 && shard_.embeddings ? a.x0 : a.x_in;
+  const Acts::Layer& prev = a.layers[size_t(li - 1 - a.first)];
+  return config_.kind == ModelKind::gpt ? prev.res2 : prev.ln2;
+}
+
+const float* Model::forward_chunk(int c, int slot, const ModelInputs& in, uint64_t key, bool backward,
+                                  float loss_scale, Losses* losses) {
+  if (in.T > config_.max_positions)
+    throw UsageError(cat("sequence length ", in.T, " exceeds the model's ", config_.max_positions, " positions"));
+  Acts& a = plan_->acts.at(size_t(c)).at(size_t(slot));
+  if (c == 0 && shard_.embeddings) embed_forward(a, in, key);
+  const int64_t end = a.first + shard_.chunks[size_t(c)].second - shard_.chunks[size_t(c)].first;
+  for (int64_t li = a.first; li < end; ++li) forward_layer(a, li, in, key, chunk_x(a, c, li));
+  const float* out = chunk_x(a, c, end);
+  if (!(c + 1 == chunks() && shard_.heads)) return out;
+  const bool keep = plan_->keep_logits;
+  *losses = config_.kind == ModelKind::gpt ? gpt_heads(a, in, out, backward, loss_scale, keep)
+                                           : bert_heads(a, in, out, backward, loss_scale, keep);
+  return nullptr;
+}
+
+const float* Model::backward_chunk(int c, int slot, const ModelInputs& in, const float* dout, uint64_t key) {
+  Plan& p = *plan_;
+  Acts& a = p.acts.at(size_t(c)).at(size_t(slot));
+  if (c + 1 == chunks() && shard_.heads) dout = a.d_out;
+  const int64_t end = a.first + shard_.chunks[size_t(c)].second - shard_.chunks[size_t(c)].first;
+  for (int64_t li = end - 1; li >= a.first; --li) {
+    backward_layer(a, li, in, key, chunk_x(a, c, li), li == end - 1 ? dout : p.dx, p.dx);
+    notify(layer_range_[size_t(li)].first, layer_range_[size_t(li)].second);
+  }
+  if (!(c == 0 && shard_.embeddings)) return p.dx;
+  embed_backward(a, in, key, p.dx);
+  notify(embed_range_.first, embed_range_.second);
+  return nullptr;
+}
+
+Losses Model::step(const ModelInputs& in, bool backward, float loss_scale, uint64_t key, bool keep_logits) {
+  if (chunks() != 1 || !shard_.embeddings || !shard_.heads)
+    throw Error("Model::step runs a whole model; a pipeline stage runs forward_chunk / backward_chunk");
+  plan_for(in.B, in.T, in.P, {1});
+  plan_->keep_logits = keep_logits;
+  Losses losses;
+  forward_chunk(0, 0, in, key, backward, loss_scale, &losses);
+  plan_->keep_logits = false;
+  if (backward) backward_chunk(0, 0, in, nullptr, key);
+  return losses;
+}
+
+std::vector<float> Model::logits() const { return plan_->kept_logits; }
 
 }  // namespace pretrain

@@ -6,6 +6,12 @@
 // Parameter names and layouts are those of the reference implementations, so exported weights
 // load there as they are: HF's BertForPreTraining for BERT (nn.Linear [out, in]), nanoGPT's GPT for
 // GPT-2 (HF's GPT2LMHeadModel after transposing its Conv1D weights).
+//
+// A Model may be one rank's part of a larger one (ModelShard): tensor parallel cuts every layer's
+// matrices (Megatron's column- and row-parallel linears, the vocabulary-parallel embedding and
+// cross-entropy), pipeline parallel gives the rank some of the layers, in one chunk or, for the
+// interleaved schedule, several. Parameters keep their reference names; each ParamInfo says how
+// the whole tensor is cut, so checkpoints hold whole tensors whatever the layout.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -36,12 +42,47 @@ struct ModelConfig {
   std::string describe() const;  // "bert base: 12 layers, hidden 768, 12 heads, vocab 30522"
 };
 
+// How tensor parallel cuts a whole tensor into the group's shards: not at all (a replica on every
+// rank), by rows (column-parallel weights and biases, vocabulary rows, padded with zero rows past
+// the real vocabulary), by columns (row-parallel weights), or as three row blocks cut alike (GPT's
+// fused query/key/value weight and bias, so each rank keeps whole heads of all three).
+enum class Split { none, rows, columns, qkv_rows };
+
 struct ParamInfo {
   std::string name;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;  // this rank's shard
   int64_t offset = 0, numel = 0;  // in floats, into the parameter (and gradient) arena
   bool decay = true;              // weight decay applies (not to biases and LayerNorm)
+  std::vector<int64_t> full_shape;  // the whole tensor's, as checkpoints hold it
+  Split split = Split::none;
+  int64_t full_index = 0;  // position in the whole model's parameter list (its initialisation stream)
+  // Counts toward global norms on this rank: a replica only on tensor rank 0; the last pipeline
+  // stage's copy of the word embeddings never (the first stage's counts).
+  bool counted = true;
+  // Under sequence parallelism each tensor rank sees some rows only: the gradients of the
+  // LayerNorms and row-parallel biases in those regions are partial sums over the tensor group.
+  bool sequence_partial = false;
+  // The last pipeline stage's copy of the tied word embeddings (pipeline > 1); same name.
+  bool tied_copy = false;
 };
+
+class TensorGroup;
+
+// This rank's part of the model. The default is the whole model.
+struct ModelShard {
+  int tensor_rank = 0, tensor_size = 1;
+  bool sequence_parallel = false;
+  TensorGroup* tensor = nullptr;  // collectives over the tensor group (needed when tensor_size > 1)
+  // The layers [begin, end) of each model chunk this rank runs (one chunk, or one per virtual
+  // stage); empty: all layers in one chunk.
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  bool embeddings = true;  // the first chunk starts with the embeddings (pipeline stage 0)
+  bool heads = true;       // the last chunk ends with the heads (the last stage)
+};
+
+// Megatron pads the vocabulary to a multiple of 128 × tensor so every shard is whole and aligned;
+// the padded ids' logits are left out of the softmax, so the padding changes no result.
+int64_t padded_vocab(int64_t vocab, int tensor_size);
 
 // One micro-batch, as device pointers to int32 tensors (the loader's Batch).
 struct ModelInputs {
@@ -76,13 +117,18 @@ int64_t count_predictions(const int32_t* positions, int64_t B, int64_t P);
 
 class Model {
  public:
-  Model(const ModelConfig& config, const Device& device);
+  Model(const ModelConfig& config, const Device& device, const ModelShard& shard = {});
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
   const ModelConfig& config() const { return config_; }
   const Device& device() const { return device_; }
+  const ModelShard& shard() const { return shard_; }
+  int64_t chunks() const { return int64_t(shard_.chunks.size()); }
+  // Rows of the activations passed between pipeline stages: B·T, or B·T / tensor under sequence
+  // parallelism (each tensor rank passes its rows); × hidden floats.
+  int64_t stage_rows(int64_t B, int64_t T) const;
   const std::vector<ParamInfo>& params() const { return params_; }
   const ParamInfo& param(const std::string& name) const;
   int64_t num_parameters() const { return num_params_; }
@@ -102,6 +148,24 @@ class Model {
   // The kept logits of the last step: GPT [B·T, V]; BERT MLM [B·P, V] then NSP [B, 2].
   std::vector<float> logits() const;
 
+  // The pipeline's pieces of step(). Activations of `slots` micro-batches per chunk are kept at
+  // once (the schedule's peak); slot s of chunk c holds one micro-batch from its forward to its
+  // backward. prepare() plans them for micro-batches of B × T (P predictions).
+  void prepare(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots);
+  // Where chunk c's input goes for slot s (stage_rows × hidden floats) when the chunk has no
+  // embeddings: the previous stage's activations are received into it.
+  float* chunk_input(int c, int slot);
+  // Forward of chunk c on one micro-batch. Returns its output (stage_rows × hidden, valid until the
+  // slot's backward) for the next stage, or, for the chunk with the heads, nullptr after computing
+  // the losses into *losses and, with backward, the heads' gradients and the gradient of the
+  // chunk's output, kept in the slot for backward_chunk.
+  const float* forward_chunk(int c, int slot, const ModelInputs& in, uint64_t key, bool backward, float loss_scale,
+                             Losses* losses);
+  // Backward of chunk c: dout is the gradient of its output (ignored for the chunk with the heads).
+  // Returns the gradient of its input for the previous stage (valid until the next backward), or
+  // nullptr for the chunk with the embeddings.
+  const float* backward_chunk(int c, int slot, const ModelInputs& in, const float* dout, uint64_t key);
+
   // Called during the backward pass with each range [begin, end) of the parameter arena whose
   // gradients are final, from the arena's end to its start: the heads, the layers from the last,
   // the embeddings. Data parallel uses it to reduce buckets while the backward pass goes on. Empty:
@@ -117,22 +181,39 @@ class Model {
   // GPT: rows of logits the LM head computes at once (0: as many as fit 512 MiB).
   void set_lm_head_rows(int64_t rows);
   size_t parameter_bytes() const { return size_t(num_params_) * sizeof(float); }
+  // Activation bytes a plan for B × T (P predictions) with these slots per chunk would take, without
+  // allocating anything (what --plan prints).
+  size_t planned_activation_bytes(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) const;
 
  private:
   struct Plan;
-  void plan_for(int64_t B, int64_t T, int64_t P);
-  void forward_layer(int l, const ModelInputs& in, uint64_t key);
-  void backward_layer(int l, const ModelInputs& in, uint64_t key, const float* dout, float* dinp);
-  const float* attention_probs(int l, const ModelInputs& in, uint64_t key);
-  void attention_forward(int l, const ModelInputs& in, uint64_t key);
-  void attention_backward(int l, const ModelInputs& in, uint64_t key, const float* datt, float* dqkv);
-  Losses bert_step(const ModelInputs& in, bool backward, float loss_scale, uint64_t key, bool keep_logits);
-  Losses gpt_step(const ModelInputs& in, bool backward, float loss_scale, uint64_t key, bool keep_logits);
+  struct Acts;
+  void plan_for(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots);
+  size_t carve(Plan& p, float* base, int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) const;
+  void forward_layer(Acts& a, int64_t l, const ModelInputs& in, uint64_t key, const float* x);
+  void backward_layer(Acts& a, int64_t l, const ModelInputs& in, uint64_t key, const float* x, const float* dout,
+                      float* dinp);
+  const float* attention_probs(Acts& a, int64_t l, const ModelInputs& in, uint64_t key);
+  void attention_forward(Acts& a, int64_t l, const ModelInputs& in, uint64_t key);
+  void attention_backward(Acts& a, int64_t l, const ModelInputs& in, uint64_t key, const float* datt, float* dqkv);
+  void embed_forward(Acts& a, const ModelInputs& in, uint64_t key);
+  void embed_backward(Acts& a, const ModelInputs& in, uint64_t key, float* dx);
+  Losses bert_heads(Acts& a, const ModelInputs& in, const float* xL, bool backward, float loss_scale, bool keep_logits);
+  Losses gpt_heads(Acts& a, const ModelInputs& in, const float* xL, bool backward, float loss_scale, bool keep_logits);
+  void vocab_cross_entropy(float* logits, float* losses, const int32_t* targets, int64_t n, float dloss);
+  // Tensor-parallel communication of activations between the replicated (or, with sequence
+  // parallelism, row-split) regions and the split ones.
+  const float* gather_rows(const float* region, float* full, int64_t N);
+  void reduce_rows(float* full_partial, float* region, int64_t N);
   float* w(const std::string& name) const;
   float* g(const std::string& name) const;
+  const float* chunk_x(const Acts& a, int c, int64_t layer) const;
 
   ModelConfig config_;
   Device device_;
+  ModelShard shard_;
+  int64_t vocab_rows_ = 0;  // this rank's rows of the (padded) vocabulary
+  int64_t vocab_begin_ = 0;  // its first id
   std::vector<ParamInfo> params_;
   int64_t num_params_ = 0;
   DeviceBuffer<float> weights_, grads_;
@@ -141,7 +222,12 @@ class Model {
   int64_t lm_rows_ = 0;
   int64_t lm_head_rows(int64_t N) const;
   GradsReady grads_ready_;
-  std::vector<int64_t> layer_begin_;  // arena offset of each layer's first parameter, then the heads'
+  // Arena offsets, for the gradient buckets: per layer this rank holds (by its index in layers_) the
+  // range of its parameters; the embeddings' and the heads' ranges.
+  std::vector<int64_t> layers_;  // the global layer indices this rank holds, chunk by chunk
+  std::vector<std::pair<int64_t, int64_t>> layer_range_;
+  std::pair<int64_t, int64_t> embed_range_{0, 0}, head_range_{0, 0};
+  int64_t local_layer(int64_t l) const;
   void notify(int64_t begin, int64_t end) const {
     if (grads_ready_ && end > begin) grads_ready_(begin, end);
   }
