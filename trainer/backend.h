@@ -85,6 +85,11 @@ void launch(const Device& d, int64_t n, const Op& op) {
     cpu_launch(n, op);
 }
 
+// dst = src, n floats of device memory (a copy kernel on either backend).
+inline void device_copy(const Device& d, float* dst, const float* src, int64_t n) {
+  if (dst != src) launch(d, n, kernels::Scale{dst, src, 1.0f});
+}
+
 // Σ x² over n elements in a fixed order (kernels::SumSquaresChunks of kReduceChunk elements,
 // added in order on the host): the same bits at any thread count.
 double sum_squares(const Device& d, const float* x, int64_t n);

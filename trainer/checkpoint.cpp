@@ -8,29 +8,97 @@
 
 #include "common/error.h"
 #include "common/file.h"
+#include "trainer/parallel/grid.h"
 
 namespace pretrain {
 
 namespace {
 
-std::map<std::string, HostTensor> gather(const Model& model, const float* arena, const std::string& prefix) {
-  std::map<std::string, HostTensor> out;
-  for (const ParamInfo& p : model.params()) {
+// Serialised whole tensors, for sending a pipeline stage's to world rank 0.
+void put_bytes(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
+std::string pack(const std::map<std::string, HostTensor>& tensors) {
+  std::string out;
+  for (const auto& [name, t] : tensors) {
+    const uint64_t len = name.size(), dims = t.shape.size(), n = t.data.size();
+    put_bytes(out, &len, 8), out += name, put_bytes(out, &dims, 8);
+    put_bytes(out, t.shape.data(), dims * 8), put_bytes(out, &n, 8), put_bytes(out, t.data.data(), n * 4);
+  }
+  return out;
+}
+void unpack(const std::string& in, std::map<std::string, HostTensor>& out) {
+  size_t at = 0;
+  auto get = [&](void* p, size_t n) {
+    if (at + n > in.size()) throw Error("checkpoint: a stage's tensors arrived truncated");
+    std::copy_n(in.data() + at, n, static_cast<char*>(p)), at += n;
+  };
+  while (at < in.size()) {
+    uint64_t len = 0, dims = 0, n = 0;
+    get(&len, 8);
+    std::string name(len, '\0');
+    get(name.data(), len);
     HostTensor t;
-    t.shape = p.shape;
-    t.data.resize(size_t(p.numel));
-    copy_to_host(model.device(), t.data.data(), arena + p.offset, size_t(p.numel) * sizeof(float));
+    get(&dims, 8);
+    t.shape.resize(dims);
+    get(t.shape.data(), dims * 8);
+    get(&n, 8);
+    t.data.resize(n);
+    get(t.data.data(), n * 4);
+    out.emplace(std::move(name), std::move(t));
+  }
+}
+
+// This rank's parameters as whole tensors (the tied copy left out): its tensor group's shards,
+// all-gathered and put together. `arena` in device memory, or host memory with on_host.
+std::map<std::string, HostTensor> gather(const Model& model, const float* arena, const std::string& prefix,
+                                         bool on_host, const Grid* grid) {
+  std::map<std::string, HostTensor> out;
+  const int tp = grid ? grid->tensor_size() : 1;
+  std::vector<float> shard, shards;
+  for (const ParamInfo& p : model.params()) {
+    if (p.tied_copy) continue;
+    shard.resize(size_t(p.numel));
+    if (on_host)
+      std::copy_n(arena + p.offset, p.numel, shard.data());
+    else
+      copy_to_host(model.device(), shard.data(), arena + p.offset, size_t(p.numel) * sizeof(float));
+    HostTensor t;
+    t.shape = p.full_shape;
+    int64_t n = 1;
+    for (int64_t d : p.full_shape) n *= d;
+    t.data.assign(size_t(n), 0.0f);
+    if (tp == 1 || p.split == Split::none) {
+      put_shard(p, shard.data(), t.data.data(), 0, 1);
+    } else {
+      shards.resize(size_t(p.numel) * size_t(tp));
+      grid->tensor().all_gather_equal(shard.data(), shards.data(), p.numel);
+      for (int r = 0; r < tp; ++r) put_shard(p, shards.data() + size_t(r) * size_t(p.numel), t.data.data(), r, tp);
+    }
     out.emplace(prefix + p.name, std::move(t));
   }
   return out;
 }
 
-std::map<std::string, HostTensor> from_host(const Model& model, const std::vector<float>& arena, const std::string& prefix) {
-  std::map<std::string, HostTensor> out;
-  for (const ParamInfo& p : model.params())
-    out.emplace(prefix + p.name, HostTensor{p.shape, std::vector<float>(arena.begin() + p.offset,
-                                                                        arena.begin() + p.offset + p.numel)});
-  return out;
+// World rank 0 receives every pipeline stage's whole tensors (from data rank 0, tensor rank 0 of
+// each stage), the others send theirs.
+std::map<std::string, HostTensor> collect(std::map<std::string, HostTensor> mine, const Grid* grid) {
+  if (!grid || grid->pipeline_size() == 1) return grid && grid->world().rank() != 0 ? decltype(mine){} : mine;
+  if (grid->data_rank() != 0 || grid->tensor_rank() != 0) return {};
+  const Communicator& pipe = grid->pipeline();
+  if (pipe.rank() != 0) {
+    const std::string bytes = pack(mine);
+    const uint64_t size = bytes.size();
+    pipe.send(&size, 8, 0, 1);
+    pipe.send(bytes.data(), bytes.size(), 0, 2);
+    return {};
+  }
+  for (int s = 1; s < pipe.size(); ++s) {
+    uint64_t size = 0;
+    pipe.recv(&size, 8, s, 1);
+    std::string bytes(size, '\0');
+    pipe.recv(bytes.data(), size, s, 2);
+    unpack(bytes, mine);
+  }
+  return mine;
 }
 
 // Copies every parameter's tensor into the arena at `dst` (device memory, or host when to_host).
@@ -39,22 +107,33 @@ void scatter(const Model& model, float* arena, const std::map<std::string, HostT
   for (const ParamInfo& p : model.params()) {
     auto it = tensors.find(prefix + p.name);
     if (it == tensors.end()) throw Error(cat(source, ": tensor '", prefix + p.name, "' is missing"));
-    if (it->second.shape != p.shape) {
+    if (it->second.shape != p.full_shape) {
       std::string want, got;
-      for (int64_t d : p.shape) want += (want.empty() ? "" : "×") + std::to_string(d);
+      for (int64_t d : p.full_shape) want += (want.empty() ? "" : "×") + std::to_string(d);
       for (int64_t d : it->second.shape) got += (got.empty() ? "" : "×") + std::to_string(d);
       throw Error(cat(source, ": tensor '", prefix + p.name, "' has shape [", got, "], the model expects [", want, "]"));
     }
-    if (to_host)
-      std::copy(it->second.data.begin(), it->second.data.end(), arena + p.offset);
-    else
-      copy_to_device(model.device(), arena + p.offset, it->second.data.data(), size_t(p.numel) * sizeof(float));
+    const int rank = model.shard().tensor_rank, size = model.shard().tensor_size;
+    if (to_host) {
+      take_shard(p, it->second.data.data(), arena + p.offset, rank, size);
+    } else {
+      std::vector<float> shard(static_cast<size_t>(p.numel));
+      take_shard(p, it->second.data.data(), shard.data(), rank, size);
+      copy_to_device(model.device(), arena + p.offset, shard.data(), size_t(p.numel) * sizeof(float));
+    }
   }
 }
 
 }  // namespace
 
-std::map<std::string, HostTensor> export_weights(const Model& model) { return gather(model, model.weights(), ""); }
+std::map<std::string, HostTensor> export_weights(const Model& model, const Grid* grid) {
+  return collect(gather(model, model.weights(), "", false, grid), grid);
+}
+
+std::map<std::string, HostTensor> whole_tensors(const Model& model, const float* host_arena, const std::string& prefix,
+                                                const Grid* grid) {
+  return collect(gather(model, host_arena, prefix, true, grid), grid);
+}
 
 void import_weights(Model& model, const std::map<std::string, HostTensor>& tensors, const std::string& source) {
   scatter(model, model.weights(), tensors, "", source);
@@ -68,8 +147,12 @@ std::string save_checkpoint(const std::string& dir, int64_t step, const Model& m
 }
 
 std::string save_checkpoint(const std::string& dir, int64_t step, const Model& model, const std::vector<float>& m,
-                            const std::vector<float>& v, const nlohmann::json& state) {
+                            const std::vector<float>& v, const nlohmann::json& state, const Grid* grid) {
   namespace fs = std::filesystem;
+  auto weights = export_weights(model, grid);
+  auto moments = whole_tensors(model, m.data(), "exp_avg.", grid);
+  auto second = whole_tensors(model, v.data(), "exp_avg_sq.", grid);
+  if (grid && grid->world().rank() != 0) return {};
   make_dirs(dir);
   char name[32];
   std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
@@ -78,9 +161,7 @@ std::string save_checkpoint(const std::string& dir, int64_t step, const Model& m
   fs::remove_all(tmp);
   make_dirs(tmp);
   const std::map<std::string, std::string> meta = {{"format", "pt"}, {"step", std::to_string(step)}};
-  write_safetensors(path_join(tmp, "model.safetensors"), export_weights(model), meta);
-  auto moments = from_host(model, m, "exp_avg.");
-  auto second = from_host(model, v, "exp_avg_sq.");
+  write_safetensors(path_join(tmp, "model.safetensors"), weights, meta);
   moments.merge(second);
   write_safetensors(path_join(tmp, "optimizer.safetensors"), moments, meta);
   write_file_atomic(path_join(tmp, "state.json"), state.dump(2) + "\n");

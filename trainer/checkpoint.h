@@ -15,15 +15,25 @@
 
 namespace pretrain {
 
-std::map<std::string, HostTensor> export_weights(const Model& model);
-// Loads every parameter of the model from `tensors` (names and shapes must match; a tied output
-// weight — cls.predictions.decoder.weight, lm_head.weight — may be present and is ignored).
+class Grid;
+
+// The whole model's weights as whole tensors. Single process: this model's. With a grid (a
+// collective over the world): the tensor groups' shards put together and every pipeline stage's
+// tensors sent to world rank 0, which gets them all (the other ranks an empty map).
+std::map<std::string, HostTensor> export_weights(const Model& model, const Grid* grid = nullptr);
+// The same for an arena in the parameters' layout held in host memory (optimizer moments).
+std::map<std::string, HostTensor> whole_tensors(const Model& model, const float* host_arena, const std::string& prefix,
+                                                const Grid* grid);
+// Loads every parameter of the model from `tensors` (names and whole shapes must match; a tied
+// output weight — cls.predictions.decoder.weight, lm_head.weight — may be present and is ignored):
+// each rank takes its shard, whatever layout wrote them.
 void import_weights(Model& model, const std::map<std::string, HostTensor>& tensors, const std::string& source);
 
 // Writes checkpoint `step` and points `latest` at it; returns its path. The moments are the
 // whole arena's (Optimizer::moments_to_host, which under ZeRO every rank must call).
+// With a grid it is a collective over the world, and world rank 0 writes.
 std::string save_checkpoint(const std::string& dir, int64_t step, const Model& model, const std::vector<float>& m,
-                            const std::vector<float>& v, const nlohmann::json& state);
+                            const std::vector<float>& v, const nlohmann::json& state, const Grid* grid = nullptr);
 // A single process's checkpoint (gathers the moments itself).
 std::string save_checkpoint(const std::string& dir, int64_t step, const Model& model, const Optimizer& optimizer,
                             const nlohmann::json& state);

@@ -63,6 +63,30 @@ Communicator::Communicator() {
   MPI_Comm_free(&node);
 }
 
+Communicator::Communicator(void* comm, int rank, int size, int local_rank)
+    : rank_(rank), size_(size), local_rank_(local_rank), comm_(comm) {
+  owned_ = comm != nullptr;
+}
+
+Communicator::~Communicator() {
+  if (!owned_) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  MPI_Comm c = comm_of(comm_);
+  MPI_Comm_free(&c);
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key) const {
+  if (!distributed() && size_ == 1 && !comm_) return std::unique_ptr<Communicator>(new Communicator(nullptr, 0, 1, local_rank_));
+  MPI_Comm c;
+  check(MPI_Comm_split(comm_of(comm_), color, key, &c), "split");
+  int rank = 0, size = 1;
+  MPI_Comm_rank(c, &rank);
+  MPI_Comm_size(c, &size);
+  return std::unique_ptr<Communicator>(new Communicator(c, rank, size, local_rank_));
+}
+
 Communicator& Communicator::world() {
   static Communicator c;
   return c;
@@ -145,6 +169,93 @@ void Communicator::all_gather_blocks(float* data, const std::vector<int64_t>& co
   std::vector<int> c = int_counts(counts, &displs);
   check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, c.data(), displs.data(), MPI_FLOAT, comm_of(comm_)),
         "all-gather");
+}
+
+void Communicator::all_reduce_max(float* data, int64_t n) const {
+  if (!distributed()) return;
+  in_pieces(n, [&](int64_t off, int count) {
+    check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_MAX, comm_of(comm_)), "all-reduce max");
+  });
+}
+
+void Communicator::all_gather_equal(const float* in, float* out, int64_t n) const {
+  if (!distributed()) {
+    if (in != out) std::copy_n(in, n, out);
+    return;
+  }
+  if (n * size_ > std::numeric_limits<int>::max()) throw Error("all-gather: more than 2^31 elements");
+  check(MPI_Allgather(in, int(n), MPI_FLOAT, out, int(n), MPI_FLOAT, comm_of(comm_)), "all-gather");
+}
+
+void Communicator::reduce_scatter_equal(const float* in, float* out, int64_t n) const {
+  if (!distributed()) {
+    if (in != out) std::copy_n(in, n, out);
+    return;
+  }
+  if (n * size_ > std::numeric_limits<int>::max()) throw Error("reduce-scatter: more than 2^31 elements");
+  check(MPI_Reduce_scatter_block(in, out, int(n), MPI_FLOAT, MPI_SUM, comm_of(comm_)), "reduce-scatter");
+}
+
+namespace {
+void check_bytes(size_t bytes, const char* what) {
+  if (bytes > size_t(std::numeric_limits<int>::max())) throw Error(cat(what, ": more than 2 GB in one message"));
+}
+}  // namespace
+
+void Communicator::send(const void* data, size_t bytes, int dest, int tag) const {
+  check_bytes(bytes, "send");
+  check(MPI_Send(data, int(bytes), MPI_BYTE, dest, tag, comm_of(comm_)), "send");
+}
+
+void Communicator::recv(void* data, size_t bytes, int source, int tag) const {
+  check_bytes(bytes, "receive");
+  MPI_Status status;
+  check(MPI_Recv(data, int(bytes), MPI_BYTE, source, tag, comm_of(comm_), &status), "receive");
+  int got = 0;
+  MPI_Get_count(&status, MPI_BYTE, &got);
+  if (size_t(got) != bytes)
+    throw Error(cat("receive from rank ", source, " (tag ", tag, "): expected ", bytes, " bytes, got ", got));
+}
+
+Communicator::Request Communicator::isend(const void* data, size_t bytes, int dest, int tag) const {
+  check_bytes(bytes, "send");
+  Request r;
+  auto* req = new MPI_Request;
+  const int code = MPI_Isend(data, int(bytes), MPI_BYTE, dest, tag, comm_of(comm_), req);
+  if (code != MPI_SUCCESS) delete req;
+  check(code, "send");
+  r.request_ = req;
+  return r;
+}
+
+Communicator::Request::Request(Request&& o) noexcept : request_(o.request_) { o.request_ = nullptr; }
+Communicator::Request& Communicator::Request::operator=(Request&& o) noexcept {
+  if (this != &o) {
+    if (request_) wait();
+    request_ = o.request_, o.request_ = nullptr;
+  }
+  return *this;
+}
+Communicator::Request::~Request() {
+  try {
+    wait();
+  } catch (...) {  // a failed send surfaces from wait(); a destructor must not throw
+  }
+}
+void Communicator::Request::wait() {
+  if (!request_) return;
+  auto* req = static_cast<MPI_Request*>(request_);
+  request_ = nullptr;
+  const int code = MPI_Wait(req, MPI_STATUS_IGNORE);
+  delete req;
+  check(code, "send");
+}
+bool Communicator::Request::test() {
+  if (!request_) return true;
+  int done = 0;
+  check(MPI_Test(static_cast<MPI_Request*>(request_), &done, MPI_STATUS_IGNORE), "send");
+  if (done) delete static_cast<MPI_Request*>(request_), request_ = nullptr;
+  return done != 0;
 }
 
 }  // namespace pretrain

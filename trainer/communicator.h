@@ -1,13 +1,13 @@
-// Collectives over the data-parallel group (DESIGN.md, "Processes"): ranks are the processes
-// mpirun starts, one per device. CPU tensors reduce over MPI. The group is a grid
-// data × tensor × pipeline whose tensor and pipeline sizes are 1 for now: data_parallel() is
-// the whole world, and other parallelisms will take sub-communicators of the same grid.
+// Collectives over a group of ranks (DESIGN.md, "Processes"): ranks are the processes mpirun
+// starts, one per device. CPU tensors reduce over MPI. The world splits into the groups of the
+// data × tensor × pipeline grid (trainer/parallel/grid.h), each a Communicator of its own.
 //
 // A process not started by mpirun (no OMPI_COMM_WORLD_SIZE / PMI_SIZE in its environment) is a
 // group of one and never initialises MPI, so the single-process tools start instantly.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,8 +17,14 @@ class Communicator {
  public:
   // The world (initialises MPI on first use when launched by mpirun; finalised at exit).
   static Communicator& world();
-  // The data-parallel group of this rank's grid (today: the world).
+  // The data-parallel group of a run without tensor or pipeline parallelism: the world.
   static Communicator& data_parallel() { return world(); }
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  // The ranks with the same color, ordered by key (MPI_Comm_split: a collective); a group of one
+  // when not distributed.
+  std::unique_ptr<Communicator> split(int color, int key) const;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -41,9 +47,33 @@ class Communicator {
   // every rank's block of `data` from its owner.
   void reduce_scatter_sum(const float* in, float* out, const std::vector<int64_t>& counts) const;
   void all_gather_blocks(float* data, const std::vector<int64_t>& counts) const;
+  void all_reduce_max(float* data, int64_t n) const;
+  // Equal blocks: out (size() · n) = every rank's n floats in rank order; and out (n) = Σ over
+  // ranks of block rank() of in (size() · n).
+  void all_gather_equal(const float* in, float* out, int64_t n) const;
+  void reduce_scatter_equal(const float* in, float* out, int64_t n) const;
+
+  // Point to point between ranks of this group (tags below 32768). recv checks the size.
+  class Request {
+   public:
+    Request() = default;
+    Request(Request&& o) noexcept;
+    Request& operator=(Request&& o) noexcept;
+    ~Request();
+    void wait();
+    bool test();  // done (then nothing is left to wait for)
+   private:
+    friend class Communicator;
+    void* request_ = nullptr;  // MPI_Request, heap-allocated
+  };
+  void send(const void* data, size_t bytes, int dest, int tag) const;
+  void recv(void* data, size_t bytes, int source, int tag) const;
+  Request isend(const void* data, size_t bytes, int dest, int tag) const;  // data must outlive the request
 
  private:
   Communicator();
+  Communicator(void* comm, int rank, int size, int local_rank);
+  bool owned_ = false;
   int rank_ = 0, size_ = 1, local_rank_ = 0;
   void* comm_ = nullptr;  // MPI_Comm, when distributed
 };

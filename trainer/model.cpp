@@ -318,10 +318,6 @@ void dropout(const Device& d, float* x, int64_t n, uint64_t key, float p, int64_
   if (key != 0 && p > 0) launch(d, n, Dropout{x, x, key, p, offset});
 }
 
-// dst = src, n floats of device memory.
-void copy(const Device& d, float* dst, const float* src, int64_t n) {
-  if (dst != src) launch(d, n, Scale{dst, src, 1.0f});
-}
 
 double sum_losses(const Device& d, const float* losses, int64_t n) {
   std::vector<float> h(static_cast<size_t>(n));
@@ -986,7 +982,7 @@ Losses Model::bert_heads(Acts& a, const ModelInputs& in, const float* xL_region,
   linear_backward(device_, p.d_cls, false, g("bert.pooler.dense.weight"), g("bert.pooler.dense.bias"), p.d_pool,
                   p.cls_h, w("bert.pooler.dense.weight"), B, C, C);
   launch(device_, B, ScatterAddRows{dfull, p.d_cls, p.cls_rows, nullptr, C});
-  if (sp) copy(device_, a.d_out, dfull + shard_.tensor_rank * R * C, R * C);  // every rank has all rows alike
+  if (sp) device_copy(device_, a.d_out, dfull + shard_.tensor_rank * R * C, R * C);  // every rank has all rows alike
   notify(head_range_.first, head_range_.second);  // pooler, MLM transform and bias, NSP
   return out;
 }

@@ -239,4 +239,11 @@ class Model {
 // positions only. `masked` = average masked positions per sample.
 double train_flops_per_sample(const ModelConfig& c, int64_t seq_len, double masked);
 
+// The parameter list of the whole model (names, whole shapes, cuts), in arena order.
+std::vector<ParamInfo> whole_model_params(const ModelConfig& c);
+// Tensor rank `rank`'s shard of a whole tensor (whole: p.full_shape, shard: p.shape), and back:
+// its part of the whole written from its shard (padding rows past the whole are dropped).
+void take_shard(const ParamInfo& p, const float* whole, float* shard, int rank, int size);
+void put_shard(const ParamInfo& p, const float* shard, float* whole, int rank, int size);
+
 }  // namespace pretrain

@@ -19,6 +19,11 @@ class DeviceCommunicator {
   virtual void all_reduce_sum(float* data, int64_t n) = 0;
   // The device's stream waits for every reduction queued so far (an event; the host does not wait).
   virtual void join() = 0;
+  // Tensor parallel's collectives, on the device's own stream (in order with the kernels around
+  // them): in-place sum or max, equal-block all-gather and reduce-scatter.
+  virtual void all_reduce_inline(float* data, int64_t n, bool max) = 0;
+  virtual void all_gather_inline(const float* in, float* out, int64_t n_per_rank) = 0;
+  virtual void reduce_scatter_inline(const float* in, float* out, int64_t n_per_rank) = 0;
 
   // NCCL over comm's ranks, on device (which must be CUDA). Throws Error without NCCL.
   static std::unique_ptr<DeviceCommunicator> create(const Communicator& comm, const Device& device);

@@ -37,6 +37,15 @@ class Nccl final : public DeviceCommunicator {
     check(cudaStreamWaitEvent(stream_, computed_, 0), "stream wait");
     check(ncclAllReduce(data, data, size_t(n), ncclFloat, ncclSum, comm_, stream_), "all-reduce");
   }
+  void all_reduce_inline(float* data, int64_t n, bool max) override {
+    check(ncclAllReduce(data, data, size_t(n), ncclFloat, max ? ncclMax : ncclSum, comm_, compute_), "all-reduce");
+  }
+  void all_gather_inline(const float* in, float* out, int64_t n) override {
+    check(ncclAllGather(in, out, size_t(n), ncclFloat, comm_, compute_), "all-gather");
+  }
+  void reduce_scatter_inline(const float* in, float* out, int64_t n) override {
+    check(ncclReduceScatter(in, out, size_t(n), ncclFloat, ncclSum, comm_, compute_), "reduce-scatter");
+  }
   void join() override {
     check(cudaEventRecord(reduced_, stream_), "event record");
     check(cudaStreamWaitEvent(compute_, reduced_, 0), "stream wait");

@@ -47,8 +47,14 @@ double learning_rate(const OptimizerConfig& c, int64_t t) {
   return c.lr * (c.min_lr_ratio + (1.0 - c.min_lr_ratio) * f);
 }
 
-Optimizer::Optimizer(const OptimizerConfig& config, Model& model, const Communicator* comm, bool zero)
-    : config_(config), model_(model), comm_(comm), zero_(zero && comm && comm->distributed()) {
+Optimizer::Optimizer(const OptimizerConfig& config, Model& model, const Communicator* comm, bool zero,
+                     const Communicator* model_group, const Communicator* tensor_group)
+    : config_(config),
+      model_(model),
+      comm_(comm),
+      model_group_(model_group && model_group->distributed() ? model_group : nullptr),
+      tensor_group_(tensor_group && tensor_group->distributed() ? tensor_group : nullptr),
+      zero_(zero && comm && comm->distributed()) {
   const int64_t n = model.num_parameters();
   const int ranks = zero_ ? comm->size() : 1;
   for (int r = 0; r < ranks; ++r) shard_sizes_.push_back(n * (r + 1) / ranks - n * r / ranks);
@@ -76,10 +82,11 @@ UpdateInfo Optimizer::step(int64_t t, double grad_unscale) {
   // Σ g² over this rank's shard, tensor by tensor in order, then over the ranks.
   std::vector<Tensor1d> shard_grads;
   for (const ParamInfo& p : params)
-    if (Span s = part(p, lo_, hi_); s.size()) shard_grads.push_back({model_.grads() + s.begin, s.size()});
+    if (Span s = part(p, lo_, hi_); s.size() && p.counted) shard_grads.push_back({model_.grads() + s.begin, s.size()});
   double g2 = 0;
   for (double s : sum_squares(d, shard_grads)) g2 += s;
   if (zero_) comm_->all_reduce_sum(&g2, 1);
+  if (model_group_) model_group_->all_reduce_sum(&g2, 1);
   info.grad_norm = std::sqrt(g2) * grad_unscale;
   if (!std::isfinite(info.grad_norm)) {
     info.applied = false;
@@ -134,6 +141,14 @@ UpdateInfo Optimizer::step(int64_t t, double grad_unscale) {
   for (size_t j = 0; j < decayed_index.size(); ++j)
     norms[2 * decayed_index[j]] = sums[2 * j], norms[2 * decayed_index[j] + 1] = sums[2 * j + 1];
   if (zero_) comm_->all_reduce_sum(norms.data(), int64_t(norms.size()));
+  if (tensor_group_) {  // tensors cut across the tensor group: the norms of the whole tensors
+    std::vector<double> cut;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (params[i].split != Split::none) cut.push_back(norms[2 * i]), cut.push_back(norms[2 * i + 1]);
+    tensor_group_->all_reduce_sum(cut.data(), int64_t(cut.size()));
+    for (size_t i = 0, j = 0; i < params.size(); ++i)
+      if (params[i].split != Split::none) norms[2 * i] = cut[j++], norms[2 * i + 1] = cut[j++];
+  }
   for (size_t i = 0; i < params.size(); ++i) {
     const Span s = part(params[i], lo_, hi_);
     if (!s.size()) continue;

@@ -65,7 +65,11 @@ class Optimizer {
   // its shard [shard_begin, shard_end) of the flat parameter arena only and updates only those
   // weights: the trainer reduce-scatters the gradients before step() and all-gathers the weights
   // after it. Norms (clipping, LAMB's trust ratios) add the shards' partial sums over the ranks.
-  Optimizer(const OptimizerConfig& config, Model& model, const Communicator* comm = nullptr, bool zero = false);
+  // Under tensor / pipeline parallelism the model is one rank's shard: `model_group` (tensor ×
+  // pipeline) adds the shards' squared norms, each parameter counted once (ParamInfo::counted),
+  // and `tensor_group` LAMB's per-tensor norms of tensors cut across it.
+  Optimizer(const OptimizerConfig& config, Model& model, const Communicator* comm = nullptr, bool zero = false,
+            const Communicator* model_group = nullptr, const Communicator* tensor_group = nullptr);
   // One update of every parameter from model.grads() × grad_unscale (1 / the loss scale), with the
   // learning rate of training step t. Bias corrections count the updates applied so far (a step
   // skipped for an overflow does not count, as in torch). Gradients holding NaN or Inf change
@@ -90,6 +94,7 @@ class Optimizer {
   OptimizerConfig config_;
   Model& model_;
   const Communicator* comm_ = nullptr;
+  const Communicator *model_group_ = nullptr, *tensor_group_ = nullptr;
   bool zero_ = false;
   int64_t lo_ = 0, hi_ = 0;
   std::vector<int64_t> shard_sizes_;

@@ -17,8 +17,11 @@
 #include "trainer/checkpoint.h"
 #include "trainer/communicator.h"
 #include "trainer/nccl.h"
-#include "trainer/reducer.h"
 #include "trainer/metrics.h"
+#include "trainer/parallel/grid.h"
+#include "trainer/parallel/pipeline.h"
+#include "trainer/parallel/tensor_group.h"
+#include "trainer/reducer.h"
 
 namespace pretrain {
 
@@ -72,6 +75,18 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   app.add_option("--zero", o.zero, "1: ZeRO stage 1, optimizer state sharded over the data-parallel ranks")
       ->check(CLI::IsMember({0, 1}))->capture_default_str();
+  app.add_option("--tensor-parallel,--tensor-model-parallel-size", o.tensor_parallel,
+                 "ranks that split every layer (Megatron's column/row-parallel linears, vocabulary-parallel "
+                 "embedding and cross-entropy)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--pipeline-parallel,--pipeline-model-parallel-size", o.pipeline_parallel,
+                 "pipeline stages the layers are split over (1F1B schedule)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--virtual-stages", o.virtual_stages, "model chunks per pipeline stage (the interleaved schedule)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_flag("--sequence-parallel", o.sequence_parallel,
+               "split LayerNorm and dropout regions along the sequence over the tensor group (Megatron's "
+               "sequence parallelism)");
   app.add_option("--workers", o.workers, "loader threads")->capture_default_str();
   app.add_option("--peak-tflops", o.peak_tflops, "peak TFLOPs per device for MFU (default: GPU table or measured sgemm)");
 }
@@ -138,6 +153,25 @@ void all_gather_weights(const Communicator& comm, Model& model, const Optimizer&
   copy_to_device(model.device(), model.weights(), host.data(), host.size() * sizeof(float));
 }
 
+// This rank's part of the model: its tensor rank, and the layers of its virtual stages (chunk c of
+// stage s is virtual stage c·p + s; the layers are split evenly over the p·v virtual stages).
+ModelShard shard_of(const ModelConfig& c, const Grid& grid, TensorGroup* tensor) {
+  const int64_t p = grid.pipeline_size(), v = grid.virtual_stages();
+  if (c.layers % (p * v) != 0)
+    throw UsageError(cat("the model's ", c.layers, " layers do not split evenly over --pipeline-parallel ", p,
+                         " × --virtual-stages ", v, " (= ", p * v, ")"));
+  ModelShard s;
+  s.tensor_rank = grid.tensor_rank(), s.tensor_size = grid.tensor_size(), s.tensor = tensor;
+  s.sequence_parallel = grid.sequence_parallel();
+  const int64_t per = c.layers / (p * v);
+  for (int64_t chunk = 0; chunk < v; ++chunk) {
+    const int64_t k = chunk * p + grid.pipeline_rank();
+    s.chunks.emplace_back(k * per, (k + 1) * per);
+  }
+  s.embeddings = grid.first_stage(), s.heads = grid.last_stage();
+  return s;
+}
+
 ModelInputs inputs_of(const Batch& b, ModelKind kind) {
   ModelInputs in;
   in.B = b.size;
@@ -158,6 +192,22 @@ ModelInputs inputs_of(const Batch& b, ModelKind kind) {
   return in;
 }
 
+// What the tensor and pipeline groups add to the gradients before data parallel's reduction: under
+// sequence parallelism the LayerNorms' partial sums over the tensor group's rows; with pipeline
+// stages the tied word embeddings' gradient of the first stage and the last stage's copy.
+void finish_gradients(Model& model, const Grid& grid, TensorGroup& tensor) {
+  for (const ParamInfo& p : model.params())
+    if (p.sequence_partial) tensor.all_reduce_sum(model.grads() + p.offset, p.numel);
+  if (grid.pipeline_size() == 1 || grid.embedding().size() == 1) return;
+  const std::string wte = model.config().kind == ModelKind::gpt ? "transformer.wte.weight"
+                                                                 : "bert.embeddings.word_embeddings.weight";
+  const ParamInfo& p = model.param(wte);
+  std::vector<float> host(static_cast<size_t>(p.numel));
+  copy_to_host(model.device(), host.data(), model.grads() + p.offset, host.size() * sizeof(float));
+  grid.embedding().all_reduce_sum(host.data(), p.numel);
+  copy_to_device(model.device(), model.grads() + p.offset, host.data(), host.size() * sizeof(float));
+}
+
 // The first parameter whose weights or gradients hold a NaN or Inf (for the error message).
 std::string first_bad_tensor(const Model& model) {
   for (const ParamInfo& p : model.params()) {
@@ -174,7 +224,7 @@ int train(TrainOptions o);
 }
 
 int run_training(TrainOptions o) {
-  const Communicator& comm = Communicator::data_parallel();
+  const Communicator& comm = Communicator::world();
   try {
     return train(std::move(o));
   } catch (const std::exception& e) {
@@ -195,12 +245,16 @@ int train(TrainOptions o) {
   o.optimizer.schedule = parse_schedule(o.schedule_name);
   o.optimizer.total_steps = o.max_steps;
   if (o.resume && o.checkpoint_dir.empty()) throw UsageError("--resume needs --checkpoint-dir");
-  // One process per device: under mpirun, rank r takes its slice of every global batch and, on
-  // CUDA, the GPU of its index on its node.
-  const Communicator& comm = Communicator::data_parallel();
-  if (comm.rank() != 0) set_log_level(LogLevel::warn);
+  // One process per device: under mpirun, the ranks form the data × tensor × pipeline grid; a
+  // data-parallel rank takes its slice of every global batch (the ranks of its tensor and
+  // pipeline groups read the same one) and, on CUDA, each rank the GPU of its index on its node.
+  const Communicator& world = Communicator::world();
+  const Grid grid(world, {o.tensor_parallel, o.pipeline_parallel, o.virtual_stages, o.sequence_parallel});
+  const Communicator& comm = grid.data();
+  const bool whole_model = grid.tensor_size() == 1 && grid.pipeline_size() == 1;
+  if (world.rank() != 0) set_log_level(LogLevel::warn);
   std::string device_spec = o.device;
-  if (device_spec == "cuda" && comm.distributed()) device_spec = cat("cuda:", comm.local_rank());
+  if (device_spec == "cuda" && world.distributed()) device_spec = cat("cuda:", world.local_rank());
   Device device = open_device(device_spec, max_threads());
   device.gemm_precision = precision;
   if (!device.cuda && precision != Precision::fp32)
@@ -226,18 +280,20 @@ int train(TrainOptions o) {
   }
   Loader loader(lc);
   const ModelConfig config = make_config(o, loader);
-  Model model(config, device);
+  TensorGroup tensor_group(grid.tensor(), device);
+  Model model(config, device, shard_of(config, grid, &tensor_group));
   model.set_recompute(o.recompute);
-  Optimizer optimizer(o.optimizer, model, &comm, o.zero == 1);
+  Optimizer optimizer(o.optimizer, model, &comm, o.zero == 1, &grid.model(), &grid.tensor());
+  PipelineRunner pipeline(model, grid.pipeline(), grid.pipeline_rank(), grid.pipeline_size());
   // CUDA tensors reduce over NCCL (ZeRO-1's reduce-scatter and all-gather still go through host
   // memory over MPI: NCCL's need equal blocks, ours differ by one element).
   std::unique_ptr<DeviceCommunicator> nccl;
   if (device.cuda && comm.distributed()) nccl = DeviceCommunicator::create(comm, device);
   // Buckets reduced while the backward pass runs (not under ZeRO-1, which reduce-scatters after it).
   std::unique_ptr<GradientReducer> reducer;
-  if (comm.distributed() && !optimizer.sharded() && o.bucket_mb > 0)
+  if (comm.distributed() && whole_model && !optimizer.sharded() && o.bucket_mb > 0)
     reducer = std::make_unique<GradientReducer>(comm, nccl.get(), model, int64_t(o.bucket_mb * 1e6 / sizeof(float)));
-  if (!o.init_from.empty()) import_weights(model, read_safetensors(o.init_from), o.init_from);
+  if (!o.init_from.empty()) import_weights(model, read_safetensors(o.init_from), o.init_from);  // each rank its shard
   else model.init_weights(o.seed);
 
   int64_t start = 0;
@@ -258,15 +314,17 @@ int train(TrainOptions o) {
   }
 
   const int64_t T = loader.seq_len();
-  MetricsLog metrics(comm.rank() == 0 ? o.log_dir : std::string(), config, device, o.precision, o.peak_tflops,
-                     comm.rank() == 0);
+  MetricsLog metrics(world.rank() == 0 ? o.log_dir : std::string(), config, device, o.precision, o.peak_tflops,
+                     world.rank() == 0);
   log_info(config.describe(), "; ", human_count(double(model.num_parameters())), " parameters on ", device.name, "; ",
            optimizer_name(o.optimizer.kind), " lr ", o.optimizer.lr, " ", schedule_name(o.optimizer.schedule),
            " warmup ", o.optimizer.warmup_steps, "; batch ", o.batch_size, " × ", o.grad_accum, " × ", comm.size(),
-           comm.size() == 1 ? " rank" : " ranks", " × seq ", T);
+           comm.size() == 1 ? " data rank" : " data ranks", " × seq ", T, "; ", grid.describe(),
+           grid.sequence_parallel() ? ", sequence parallel" : "",
+           grid.virtual_stages() > 1 ? cat(", ", grid.virtual_stages(), " virtual stages") : std::string());
 
   // One machine-readable line for scripts/extract_logs.py: what ran, and at what scale.
-  if (comm.rank() == 0) {
+  if (world.rank() == 0) {
     const nlohmann::json run = {{"kind", bert ? "bert" : "gpt"},
                                 {"model", config.name},
                                 {"parameters", model.num_parameters()},
@@ -275,7 +333,12 @@ int train(TrainOptions o) {
                                 {"seq_len", T},
                                 {"batch_size", o.batch_size},
                                 {"grad_accum", o.grad_accum},
-                                {"world_size", comm.size()},
+                                {"world_size", world.size()},
+                                {"data_parallel", grid.data_size()},
+                                {"tensor_parallel", grid.tensor_size()},
+                                {"pipeline_parallel", grid.pipeline_size()},
+                                {"virtual_stages", grid.virtual_stages()},
+                                {"sequence_parallel", grid.sequence_parallel()},
                                 {"global_batch", o.batch_size * o.grad_accum * comm.size()},
                                 {"precision", o.precision},
                                 {"recompute", o.recompute},
@@ -302,11 +365,12 @@ int train(TrainOptions o) {
                             {"precision", o.precision},
                             {"loss_scale", scaler.scale},
                             {"loss_scale_good_steps", scaler.good_steps}};
-    // Every rank holds the same weights (and, gathered, moments): rank 0 writes, the others wait.
+    // Whole tensors: the grid's shards put together on world rank 0, which writes; the others wait.
     std::vector<float> m, v;
     optimizer.moments_to_host(m, v);
-    if (comm.rank() == 0) log_info("checkpoint ", save_checkpoint(o.checkpoint_dir, step, model, m, v, state));
-    comm.barrier();
+    const std::string path = save_checkpoint(o.checkpoint_dir, step, model, m, v, state, &grid);
+    if (world.rank() == 0) log_info("checkpoint ", path);
+    world.barrier();
   };
 
   // PRETRAIN_FAULT=RANK:STEP makes that rank throw at that step (for the test that one failing
@@ -335,27 +399,31 @@ int train(TrainOptions o) {
     }
     const double data_wait = now_seconds() - t0;
     const int64_t local_samples = counts[1];
-    comm.all_reduce_sum(counts, 2);
-    Losses sum;
+    comm.all_reduce_sum(counts, 2);  // over the data-parallel ranks (their tensor and pipeline peers read alike)
     model.zero_grads();
-    for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
-      // Dropout masks: a function of (seed, step, micro-batch, rank), so a resumed run draws the same.
-      const uint64_t key =
-          CounterRng::mix(CounterRng::mix(o.seed ^ 0xd0d0d0d0ULL) ^ (uint64_t(step) * 131 + uint64_t(micro))) ^
-          CounterRng::mix(uint64_t(comm.rank()) + 1);
-      ModelInputs in = inputs_of(batches[size_t(micro)], o.kind);
-      in.lm_denominator = double(counts[0]);
-      in.nsp_denominator = double(counts[1]);
-      // The last micro-batch's backward pass hands its finished gradients to the reducer.
-      if (reducer && micro == o.grad_accum - 1) model.set_grads_ready([&](int64_t b, int64_t e) { reducer->ready(b, e); });
-      const Losses l = model.step(in, true, float(scaler.scale), key | 1);
-      model.set_grads_ready(nullptr);
-      sum.total += l.total, sum.mlm += l.mlm, sum.nsp += l.nsp;
-      batches[size_t(micro)].release();
+    std::vector<ModelInputs> micro;
+    for (const Batch& b : batches) {
+      micro.push_back(inputs_of(b, o.kind));
+      micro.back().lm_denominator = double(counts[0]);
+      micro.back().nsp_denominator = double(counts[1]);
     }
+    // Dropout masks: a function of (seed, step, micro-batch, data rank), so a resumed run, and every
+    // tensor and pipeline rank of a replica, draws the same.
+    auto key = [&](int m) {
+      return (CounterRng::mix(CounterRng::mix(o.seed ^ 0xd0d0d0d0ULL) ^ (uint64_t(step) * 131 + uint64_t(m))) ^
+              CounterRng::mix(uint64_t(grid.data_rank()) + 1)) | 1;
+    };
+    // The last micro-batch's backward pass hands its finished gradients to the reducer.
+    auto attach = [&](int) {
+      if (reducer) model.set_grads_ready([&](int64_t b, int64_t e) { reducer->ready(b, e); });
+    };
+    Losses sum = pipeline.run(micro, key, float(scaler.scale), true, attach);
+    model.set_grads_ready(nullptr);
+    for (Batch& b : batches) b.release();
     batches.clear();
+    finish_gradients(model, grid, tensor_group);
     // Data parallel: every rank adds the others' gradients (each is already divided by the
-    // step's global count) and their loss shares.
+    // step's global count).
     if (comm.distributed()) {
       if (optimizer.sharded())
         reduce_scatter_gradients(comm, model, optimizer);
@@ -363,15 +431,19 @@ int train(TrainOptions o) {
         reducer->finish();
       else
         all_reduce_gradients(comm, nccl.get(), model);
-      double shares[3] = {sum.total, sum.mlm, sum.nsp};
-      comm.all_reduce_sum(shares, 3);
+    }
+    // The losses: the last stage's shares (alike on its tensor ranks), summed over the data ranks.
+    if (world.distributed()) {
+      const bool counts_loss = grid.last_stage() && grid.tensor_rank() == 0;
+      double shares[3] = {counts_loss ? sum.total : 0, counts_loss ? sum.mlm : 0, counts_loss ? sum.nsp : 0};
+      world.all_reduce_sum(shares, 3);
       sum.total = shares[0], sum.mlm = shares[1], sum.nsp = shares[2];
     }
     const int64_t samples = counts[1];
     const int64_t predictions = bert ? counts[0] : 0;
     if (!std::isfinite(sum.total))
       throw Error(cat("step ", step, ": the loss is ", sum.total, "; first non-finite tensor: ", first_bad_tensor(model)));
-    if (fault_rank == comm.rank() && fault_step == step)  // tests/e2e/test_trainer_mpi.py: one rank fails alone
+    if (fault_rank == world.rank() && fault_step == step)  // tests/e2e/test_trainer_mpi.py: one rank fails alone
       throw Error(cat("step ", step, ": fault injected by PRETRAIN_FAULT=", std::getenv("PRETRAIN_FAULT")));
     const double loss_scale = scaler.scale;
     const UpdateInfo u = optimizer.step(step, 1.0 / loss_scale);
@@ -399,16 +471,20 @@ int train(TrainOptions o) {
     r.samples = samples;
     r.tokens = samples * T;
     // TFLOPs per device: this rank's samples (with the step's mean masked count).
-    r.flops = double(local_samples) * train_flops_per_sample(config, T, bert ? double(predictions) / double(samples) : 0);
+    r.flops = double(local_samples) * train_flops_per_sample(config, T, bert ? double(predictions) / double(samples) : 0) /
+              double(grid.tensor_size() * grid.pipeline_size());
     r.device_bytes = model.parameter_bytes() * 2 + optimizer.state_bytes() + model.activation_bytes();
     metrics.record(r, step % o.log_interval == 0 || step == o.max_steps || step == start + 1);
     if (!o.checkpoint_dir.empty() && o.save_interval > 0 && step % o.save_interval == 0 && step != o.max_steps)
       save(step);
   }
   if (!o.checkpoint_dir.empty() && start < o.max_steps) save(o.max_steps);
-  if (!o.export_path.empty() && comm.rank() == 0) {
-    write_safetensors(o.export_path, export_weights(model), {{"format", "pt"}, {"model", config.describe()}});
-    log_info("weights written to ", o.export_path);
+  if (!o.export_path.empty()) {
+    const auto weights = export_weights(model, &grid);  // a collective: whole tensors on rank 0
+    if (world.rank() == 0) {
+      write_safetensors(o.export_path, weights, {{"format", "pt"}, {"model", config.describe()}});
+      log_info("weights written to ", o.export_path);
+    }
   }
   metrics.summary();
   close_device(device);

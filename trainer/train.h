@@ -37,6 +37,9 @@ struct TrainOptions {
   bool recompute = false;
   int zero = 0;  // 1: ZeRO stage 1
   double bucket_mb = 25;  // data parallel: gradient bucket size (0: one all-reduce after backward)
+  // The grid (data parallel = ranks / (tensor × pipeline)).
+  int tensor_parallel = 1, pipeline_parallel = 1, virtual_stages = 1;
+  bool sequence_parallel = false;
   bool dynamic_masking = false;
   int workers = 2;
   double peak_tflops = 0;  // for MFU; 0: the GPU table, or a measured sgemm rate on CPU
