@@ -67,6 +67,18 @@ def train(kind, shards, tmp, name, np, batch, steps, *extra):
     return metrics(os.path.join(tmp, name))
 
 
+def repeated_docs(tmp, times):
+    """The sample's documents `times` over (new ids), so an epoch holds more than 10 steps of 8."""
+    docs = os.path.join(tmp, "docs.jsonl")
+    with open(SAMPLE) as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    with open(docs, "w") as f:
+        for k in range(times):
+            for d in lines:
+                f.write(json.dumps(dict(d, id=f"{d['id']}-{k}")) + "\n")
+    return docs
+
+
 def close_losses(what, got, want, tol=1e-5):
     if len(got) != len(want):
         return fail(f"{what}: {len(got)} steps, expected {len(want)}")
@@ -112,15 +124,7 @@ def main():
         os.environ["PRETRAIN_IN_VENV"] = "1"
         os.execv(venv, [venv] + sys.argv)
     with cu.tempdir() as tmp:
-        # The sample's documents eight times over (new ids), so an epoch holds more than 10 steps of 8.
-        docs = os.path.join(tmp, "docs.jsonl")
-        with open(SAMPLE) as f:
-            lines = [json.loads(line) for line in f if line.strip()]
-        with open(docs, "w") as f:
-            for k in range(8):
-                for d in lines:
-                    f.write(json.dumps(dict(d, id=f"{d['id']}-{k}")) + "\n")
-        shards = cu.sample_shards(tmp, docs, bert_dupe=2)
+        shards = cu.sample_shards(tmp, repeated_docs(tmp, 8), bert_dupe=2)
 
         for kind in ("bert", "gpt"):
             ref = train(kind, shards[kind], tmp, f"{kind}-1", 1, 8, 50, "--export", os.path.join(tmp, f"{kind}-1.st"))

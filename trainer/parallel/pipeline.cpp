@@ -88,7 +88,7 @@ Losses PipelineRunner::run(const std::vector<ModelInputs>& micro, const std::fun
   for (int c = 0; c < chunks_; ++c)
     for (int s = counts[size_t(c)] - 1; s >= 0; --s) free_slots[size_t(c)].push_back(s);
   std::map<std::pair<int, int>, int> slot_of;
-  std::vector<int> backwards_left(static_cast<size_t>(chunks_), micros);
+  std::vector<int> backwards_left(static_cast<size_t>(chunks_), micros), forwards_left = backwards_left;
 
   Losses total;
   for (const PipelineOp& op : schedule(micros, backward)) {
@@ -101,6 +101,9 @@ Losses PipelineRunner::run(const std::vector<ModelInputs>& micro, const std::fun
       slot_of[{op.chunk, op.micro}] = slot;
       if (!first_virtual(op.chunk))
         receive(model_.chunk_input(op.chunk, slot), n, previous(op.chunk), op.chunk, op.micro, true);
+      // The heads' gradients are final in the last micro-batch's forward op of the last chunk.
+      if (--forwards_left[size_t(op.chunk)] == 0 && last_virtual(op.chunk) && before_last_backward)
+        before_last_backward(op.chunk);
       Losses l;
       const float* out = model_.forward_chunk(op.chunk, slot, in, key(op.micro), backward, loss_scale, &l);
       if (last_virtual(op.chunk)) {
@@ -116,7 +119,8 @@ Losses PipelineRunner::run(const std::vector<ModelInputs>& micro, const std::fun
         receive(grad_in_.get(), n, next(op.chunk), op.chunk, op.micro, false);
         dout = grad_in_.get();
       }
-      if (--backwards_left[size_t(op.chunk)] == 0 && before_last_backward) before_last_backward(op.chunk);
+      if (--backwards_left[size_t(op.chunk)] == 0 && !last_virtual(op.chunk) && before_last_backward)
+        before_last_backward(op.chunk);
       const float* dinp = model_.backward_chunk(op.chunk, slot, in, dout, key(op.micro));
       if (!first_virtual(op.chunk)) send(dinp, n, previous(op.chunk), op.micro, false);
       slot_of.erase({op.chunk, op.micro});

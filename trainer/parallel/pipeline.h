@@ -27,8 +27,9 @@ class PipelineRunner {
   // The step's micro-batches (all of the same shape), the dropout key of each, and the loss scale.
   // Returns the sum of the micro-batches' losses (shares of the step's means): non-zero on the
   // last stage only. With `backward` false: forward passes only (evaluation).
-  // before_last_backward(chunk) is called before each chunk's last backward pass (data parallel
-  // attaches its gradient buckets there).
+  // before_last_backward(chunk) is called before the first op that finishes gradients of the chunk's
+  // last micro-batch: its backward, or for the chunk with the heads (whose backward runs in the
+  // forward op) that forward; data parallel attaches its gradient buckets there.
   Losses run(const std::vector<ModelInputs>& micro, const std::function<uint64_t(int)>& key, float loss_scale,
              bool backward = true, const std::function<void(int)>& before_last_backward = nullptr);
 
