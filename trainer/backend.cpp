@@ -4,8 +4,11 @@
 #include <cblas.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
 #include "common/device.h"
 #include "common/error.h"
@@ -45,16 +48,52 @@ void close_device(Device& d) {
   if (d.cuda) cuda::close(d);
 }
 
+namespace {
+// Allocations are few (arenas, a few buffers per step), so a locked map costs nothing.
+struct AllocationBook {
+  std::mutex mutex;
+  std::unordered_map<void*, size_t> sizes;
+  AllocatedBytes bytes;
+};
+AllocationBook& book() {
+  static AllocationBook b;
+  return b;
+}
+void* booked(void* p, size_t bytes) {
+  if (!p) return p;
+  AllocationBook& b = book();
+  std::lock_guard lock(b.mutex);
+  b.sizes[p] = bytes;
+  b.bytes.now += bytes;
+  b.bytes.peak = std::max(b.bytes.peak, b.bytes.now);
+  return p;
+}
+void unbooked(void* p) {
+  AllocationBook& b = book();
+  std::lock_guard lock(b.mutex);
+  auto it = b.sizes.find(p);
+  if (it == b.sizes.end()) return;
+  b.bytes.now -= it->second;
+  b.sizes.erase(it);
+}
+}  // namespace
+
+AllocatedBytes device_bytes_allocated() {
+  std::lock_guard lock(book().mutex);
+  return book().bytes;
+}
+
 void* device_alloc(const Device& d, size_t bytes) {
-  if (d.cuda) return cuda::alloc(d, bytes);
+  if (d.cuda) return booked(cuda::alloc(d, bytes), bytes);
   if (bytes == 0) return nullptr;
   void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (!p) throw std::bad_alloc();
   std::memset(p, 0, bytes);
-  return p;
+  return booked(p, bytes);
 }
 
 void device_free(const Device& d, void* p) {
+  if (p) unbooked(p);
   if (d.cuda) return cuda::free(d, p);
   std::free(p);
 }

@@ -44,6 +44,13 @@ void copy_to_host(const Device& d, void* dst, const void* src, size_t bytes);
 void synchronize(const Device& d);
 // Bytes of device memory in use by this process (CUDA: cudaMemGetInfo; CPU: 0).
 size_t device_memory_used(const Device& d);
+// Bytes this process holds through device_alloc (on either backend), now and at most so far: the
+// arenas the trainer allocated, what --plan predicts (the CUDA context and the cuBLASLt workspace
+// are not in it).
+struct AllocatedBytes {
+  size_t now = 0, peak = 0;
+};
+AllocatedBytes device_bytes_allocated();
 
 // What a GEMM does to its product before storing it, fused into the GEMM on CUDA (cuBLASLt
 // epilogues) and run as the same kernels after sgemm on the CPU. With `bias` (n floats, one per

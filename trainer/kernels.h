@@ -349,11 +349,14 @@ struct CrossEntropy {
     const float target_logit = x[t];
     // One exp per logit (this row op is a third of a GPT step on the CPU with V = 50257): keep
     // exp(x − max) in place, then scale it into the softmax.
-    float sum = 0;
+    // Σ exp in double: rounded to float once, it comes out alike whatever order the terms were
+    // added in, so the vocabulary-parallel kernels below give these bits at any tensor size.
+    double total = 0;
     for (int64_t v = 0; v < V; ++v) {
       x[v] = expf(x[v] - mx);
-      sum += x[v];
+      total += double(x[v]);
     }
+    const float sum = float(total);
     losses[r] = logf(sum) + mx - target_logit;
     const float scale = dloss / sum;
     for (int64_t v = 0; v < V; ++v) x[v] *= scale;
@@ -384,13 +387,13 @@ struct VocabShardMax {
 struct VocabShardSumExp {
   const float* logits;
   const float* max;
-  float* sum;
+  double* sum;  // the shard's part of the row's Σ exp, in double (see CrossEntropy)
   int64_t Vl, v0, V;
   PRETRAIN_HD void operator()(int64_t r) const {
     const float* x = logits + r * Vl;
     const int64_t real = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
-    float s = 0;
-    for (int64_t v = 0; v < real; ++v) s += expf(x[v] - max[r]);
+    double s = 0;
+    for (int64_t v = 0; v < real; ++v) s += double(expf(x[v] - max[r]));
     sum[r] = s;
   }
 };
@@ -398,7 +401,8 @@ struct VocabShardLoss {
   float* logits;  // in: the shard's logits, out: their gradient
   float* losses;
   const int32_t* targets;
-  const float *max, *target_logit, *sum;
+  const float *max, *target_logit;
+  const double* sum;
   int64_t Vl, v0, V;
   float dloss;
   PRETRAIN_HD void operator()(int64_t r) const {
@@ -410,8 +414,9 @@ struct VocabShardLoss {
       return;
     }
     const int64_t real = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
-    losses[r] = logf(sum[r]) + max[r] - target_logit[r];
-    const float scale = dloss / sum[r];
+    const float total = float(sum[r]);
+    losses[r] = logf(total) + max[r] - target_logit[r];
+    const float scale = dloss / total;
     for (int64_t v = 0; v < real; ++v) x[v] = expf(x[v] - max[r]) * scale;
     for (int64_t v = real; v < Vl; ++v) x[v] = 0;
     const int64_t local = int64_t(t) - v0;

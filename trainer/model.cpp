@@ -21,6 +21,7 @@
 
 #include "common/counter_rng.h"
 #include "common/error.h"
+#include "trainer/parallel/layers.h"
 #include "trainer/parallel/tensor_group.h"
 
 namespace pretrain {
@@ -279,29 +280,6 @@ void put_shard(const ParamInfo& p, const float* shard, float* whole, int rank, i
 // ---------------------------------------------------------------- building blocks
 namespace {
 
-// out[N, OC] = inp[N, IC] · Wᵀ + b (W is [OC, IC], as nn.Linear keeps it); the bias rides in the
-// GEMM's epilogue.
-void linear(const Device& d, float* out, const float* inp, const float* W, const float* b, int64_t N, int64_t IC, int64_t OC) {
-  gemm(d, false, true, N, OC, IC, 1.0f, inp, IC, W, IC, 0.0f, out, OC, {.bias = b});
-}
-
-// pre = inp · Wᵀ + b, out = GELU(pre): one GEMM with a bias + GELU epilogue for the tanh form
-// (cuBLASLt has that one), a GEMM and GeluForward for erf.
-void linear_gelu(const Device& d, float* out, float* pre, Gelu act, const float* inp, const float* W, const float* b,
-                 int64_t N, int64_t IC, int64_t OC) {
-  if (act == Gelu::tanh) return gemm(d, false, true, N, OC, IC, 1.0f, inp, IC, W, IC, 0.0f, out, OC, {.bias = b, .gelu_aux = pre});
-  linear(d, pre, inp, W, b, N, IC, OC);
-  launch(d, N * OC, GeluForward{out, pre, act});
-}
-
-// dinp (= or += with accumulate) dout · W; dW += doutᵀ · inp; db += Σ dout.
-void linear_backward(const Device& d, float* dinp, bool accumulate, float* dW, float* db, const float* dout,
-                     const float* inp, const float* W, int64_t N, int64_t IC, int64_t OC) {
-  if (dinp) gemm(d, false, false, N, IC, OC, 1.0f, dout, OC, W, IC, accumulate ? 1.0f : 0.0f, dinp, IC);
-  gemm(d, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dW, IC);
-  launch(d, column_blocks(OC), BiasBackward{db, dout, N, OC});
-}
-
 void layernorm(const Device& d, float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
                int64_t N, int64_t C, float eps) {
   launch(d, N, LayerNormForward{out, mean, rstd, inp, w, b, C, eps});
@@ -386,6 +364,8 @@ int64_t Model::lm_head_rows(int64_t N) const {
   return std::min(rows, N);
 }
 
+VocabularyShard Model::vocab() const { return {config_.vocab_size, vocab_rows_, vocab_begin_}; }
+
 int64_t Model::stage_rows(int64_t B, int64_t T) const {
   return shard_.sequence_parallel ? B * T / shard_.tensor_size : B * T;
 }
@@ -437,11 +417,11 @@ size_t Model::carve(Plan& p, float* base, int64_t B, int64_t T, int64_t P, const
   if (shard_.heads && !bert) {
     p.lm_rows = lm_head_rows(N);
     p.lnf = take(R * C), p.lnf_mean = take(R), p.lnf_rstd = take(R), p.logits = take(p.lm_rows * V);
-    p.losses = take(N), p.ce = split ? take(3 * p.lm_rows) : nullptr;
+    p.losses = take(N), p.ce = split ? take(4 * p.lm_rows) : nullptr;  // vocab_parallel_cross_entropy's
   } else if (shard_.heads) {
     p.mlm_h = take(M * C), p.mlm_t = take(M * C), p.mlm_tg = take(M * C), p.mlm_ln = take(M * C);
     p.mlm_mean = take(M), p.mlm_rstd = take(M), p.mlm_logits = take(M * V), p.mlm_losses = take(M);
-    p.ce = split ? take(3 * M) : nullptr;
+    p.ce = split ? take(4 * M) : nullptr;
     p.cls_h = take(B * C), p.pool_pre = take(B * C), p.pool = take(B * C), p.nsp_logits = take(B * 2);
     p.nsp_losses = take(B), p.d_m1 = take(M * C), p.d_m2 = take(M * C), p.d_cls = take(B * C), p.d_pool = take(B * C);
   }
@@ -491,8 +471,17 @@ void Model::set_lm_head_rows(int64_t rows) {
 size_t Model::activation_bytes() const { return plan_->arena.size() * sizeof(float); }
 
 // ---------------------------------------------------------------- construction
+Model::Model(const ModelConfig& config, const ModelShard& shard, Unallocated)
+    : config_(config), shard_(shard), plan_(new Plan) {
+  lay_out(false);
+}
+
 Model::Model(const ModelConfig& config, const Device& device, const ModelShard& shard)
     : config_(config), device_(device), shard_(shard), plan_(new Plan) {
+  lay_out(true);
+}
+
+void Model::lay_out(bool allocate) {
   config_.validate();
   const int tp = shard_.tensor_size;
   if (tp < 1 || shard_.tensor_rank < 0 || shard_.tensor_rank >= tp) throw UsageError("model: bad tensor rank");
@@ -500,7 +489,7 @@ Model::Model(const ModelConfig& config, const Device& device, const ModelShard& 
     throw UsageError(cat("--tensor-parallel ", tp, " does not divide the model's ", config_.heads, " attention heads"));
   if (config_.intermediate % tp != 0)
     throw UsageError(cat("--tensor-parallel ", tp, " does not divide the MLP's ", config_.intermediate, " columns"));
-  if (tp > 1 && !shard_.tensor) throw Error("model: tensor parallel needs the tensor group");
+  if (tp > 1 && !shard_.tensor && allocate) throw Error("model: tensor parallel needs the tensor group");
   if (shard_.chunks.empty()) shard_.chunks = {{0, config_.layers}};
   vocab_rows_ = padded_vocab(config_.vocab_size, tp) / tp;
   vocab_begin_ = vocab_rows_ * shard_.tensor_rank;
@@ -544,6 +533,7 @@ Model::Model(const ModelConfig& config, const Device& device, const ModelShard& 
   head_range_ = place(heads);
   num_params_ = offset;
   if (num_params_ == 0) throw UsageError("model: this rank holds no parameters");
+  if (!allocate) return;
   weights_ = DeviceBuffer<float>(device_, size_t(num_params_));
   grads_ = DeviceBuffer<float>(device_, size_t(num_params_));
   for (int64_t l : layers_) {
@@ -604,31 +594,6 @@ void Model::init_weights(uint64_t seed) {
 }
 
 void Model::zero_grads() { device_zero(device_, grads_.get(), size_t(num_params_) * sizeof(float)); }
-
-// ---------------------------------------------------------------- tensor-parallel communication
-// The whole N rows of a region's activations: all-gathered from the ranks' rows under sequence
-// parallelism (into `full`), the region itself otherwise.
-const float* Model::gather_rows(const float* region, float* full, int64_t N) {
-  if (!shard_.sequence_parallel) return region;
-  shard_.tensor->all_gather(region, full, N / shard_.tensor_size * config_.hidden);
-  return full;
-}
-
-namespace {
-// Where a row-parallel product of N rows goes before reduce_rows: whole-row scratch under sequence
-// parallelism, the region itself otherwise (all-reduced in place there).
-float* partial_target(bool sp, float* region, float* full) { return sp ? full : region; }
-}  // namespace
-
-// Sums the ranks' partial products into the region: a reduce-scatter of the rows under sequence
-// parallelism, an all-reduce otherwise, nothing at tensor 1.
-void Model::reduce_rows(float* partial, float* region, int64_t N) {
-  if (shard_.tensor_size == 1) return;
-  if (shard_.sequence_parallel)
-    shard_.tensor->reduce_scatter_sum(partial, region, N / shard_.tensor_size * config_.hidden);
-  else
-    shard_.tensor->all_reduce_sum(region, N * config_.hidden);
-}
 
 // ---------------------------------------------------------------- one transformer layer
 // Scores, masked softmax and dropout of layer li into its probability buffers (the layer's own, or
@@ -714,18 +679,15 @@ void Model::forward_layer(Acts& acts, int64_t li, const ModelInputs& in, uint64_
   const Plan::LayerWeights& W = p.lw[size_t(li)];
   const int64_t tp = shard_.tensor_size, N = in.B * in.T, R = stage_rows(in.B, in.T), C = config_.hidden;
   const int64_t Cl = C / tp, I = config_.intermediate / tp, l = layers_[size_t(li)];
-  const bool pre = config_.kind == ModelKind::gpt, sp = shard_.sequence_parallel, lead = shard_.tensor_rank == 0;
+  const bool pre = config_.kind == ModelKind::gpt, sp = shard_.sequence_parallel;
   const float eps = config_.ln_eps, pd = config_.hidden_dropout;
   const int64_t row0 = sp ? shard_.tensor_rank * R * C : 0;  // the region's first element in the whole
   const Gelu act = pre ? Gelu::tanh : Gelu::erf;
 
   if (pre) layernorm(device_, a.ln1, a.ln1_mean, a.ln1_rstd, x, W.ln1_w, W.ln1_b, R, C, eps);
-  const float* attn_in = gather_rows(pre ? a.ln1 : x, a.in_full, N);
-  linear(device_, a.qkv, attn_in, W.qkv_w, W.qkv_b, N, C, 3 * Cl);
+  column_parallel_forward(device_, shard_, a.qkv, pre ? a.ln1 : x, a.in_full, W.qkv_w, W.qkv_b, N, C, 3 * Cl);
   attention_forward(acts, li, in, key);
-  float* part = partial_target(sp, a.res1, p.full_a);
-  linear(device_, part, a.att, W.proj_w, lead ? W.proj_b : nullptr, N, Cl, C);  // the bias once, by rank 0
-  reduce_rows(part, a.res1, N);
+  row_parallel_forward(device_, shard_, a.res1, p.full_a, a.att, W.proj_w, W.proj_b, N, Cl, C);
   dropout(device_, a.res1, R * C, site_key(key, l, kSiteAttnOut), pd, row0);
   launch(device_, R * C, Accumulate{a.res1, x});
 
@@ -737,12 +699,9 @@ void Model::forward_layer(Acts& acts, int64_t li, const ModelInputs& in, uint64_
     layernorm(device_, a.ln1, a.ln1_mean, a.ln1_rstd, a.res1, W.ln1_w, W.ln1_b, R, C, eps);
     mlp_in = a.ln1;
   }
-  const float* mlp_full = gather_rows(mlp_in, a.mlp_full, N);
   float* fch_gelu = a.fch_gelu ? a.fch_gelu : p.gelu_scratch;
-  linear_gelu(device_, fch_gelu, a.fch, act, mlp_full, W.fc_w, W.fc_b, N, C, I);
-  part = partial_target(sp, a.res2, p.full_a);
-  linear(device_, part, fch_gelu, W.fcproj_w, lead ? W.fcproj_b : nullptr, N, I, C);
-  reduce_rows(part, a.res2, N);
+  column_parallel_forward(device_, shard_, a.fch, mlp_in, a.mlp_full, W.fc_w, W.fc_b, N, C, I, fch_gelu, act);
+  row_parallel_forward(device_, shard_, a.res2, p.full_a, fch_gelu, W.fcproj_w, W.fcproj_b, N, I, C);
   dropout(device_, a.res2, R * C, site_key(key, l, kSiteMlpOut), pd, row0);
   launch(device_, R * C, Accumulate{a.res2, pre ? a.res1 : a.ln1});
   if (!pre) layernorm(device_, a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, W.ln2_w, W.ln2_b, R, C, eps);
@@ -780,13 +739,10 @@ void Model::backward_layer(Acts& acts, int64_t li, const ModelInputs& in, uint64
     fch_gelu = p.gelu_scratch;
     launch(device_, N * I, GeluForward{fch_gelu, a.fch, act});
   }
-  const float* d_b_full = gather_rows(d_b, p.full_a, N);
-  linear_backward(device_, p.d_fch, false, G.fcproj_w, G.fcproj_b, d_b_full, fch_gelu, W.fcproj_w, N, I, C);
+  row_parallel_backward(device_, shard_, p.d_fch, d_b, p.full_a, G.fcproj_w, G.fcproj_b, fch_gelu, W.fcproj_w, N, I, C);
   launch(device_, N * I, GeluBackward{p.d_fch, p.d_fch, a.fch, act});
   const float* mlp_in = sp ? a.mlp_full : pre ? a.ln2 : a.ln1;
-  float* part = partial_target(sp, d_b, p.d_c);
-  linear_backward(device_, part, false, G.fc_w, G.fc_b, p.d_fch, mlp_in, W.fc_w, N, C, I);
-  reduce_rows(part, d_b, N);  // d_b = d mlp_in
+  column_parallel_backward(device_, shard_, d_b, p.d_c, G.fc_w, G.fc_b, p.d_fch, mlp_in, W.fc_w, N, C, I);  // d mlp_in
   // d_a = d res1
   if (pre) {
     layernorm_backward(device_, d_a, true, G.ln2_w, G.ln2_b, d_b, a.res1, W.ln2_w, a.ln2_mean, a.ln2_rstd, R, C);
@@ -797,20 +753,15 @@ void Model::backward_layer(Acts& acts, int64_t li, const ModelInputs& in, uint64
   // Attention: d_b = drop'(d res1) → d att → d_qkv → d attn_in (partial) → reduced
   launch(device_, R * C, Scale{d_b, d_a, 1.0f});
   dropout(device_, d_b, R * C, k_attn, pd, row0);
-  d_b_full = gather_rows(d_b, p.full_a, N);
-  linear_backward(device_, p.d_att, false, G.proj_w, G.proj_b, d_b_full, a.att, W.proj_w, N, Cl, C);
+  row_parallel_backward(device_, shard_, p.d_att, d_b, p.full_a, G.proj_w, G.proj_b, a.att, W.proj_w, N, Cl, C);
   attention_backward(acts, li, in, key, p.d_att, p.d_qkv);
   const float* attn_in = sp ? a.in_full : pre ? a.ln1 : x;
   if (pre) {
-    part = partial_target(sp, d_b, p.d_c);
-    linear_backward(device_, part, false, G.qkv_w, G.qkv_b, p.d_qkv, attn_in, W.qkv_w, N, C, 3 * Cl);
-    reduce_rows(part, d_b, N);
+    column_parallel_backward(device_, shard_, d_b, p.d_c, G.qkv_w, G.qkv_b, p.d_qkv, attn_in, W.qkv_w, N, C, 3 * Cl);
     launch(device_, R * C, Scale{dinp, d_a, 1.0f});
     layernorm_backward(device_, dinp, true, G.ln1_w, G.ln1_b, d_b, x, W.ln1_w, a.ln1_mean, a.ln1_rstd, R, C);
   } else {
-    part = partial_target(sp, dinp, p.d_c);
-    linear_backward(device_, part, false, G.qkv_w, G.qkv_b, p.d_qkv, attn_in, W.qkv_w, N, C, 3 * Cl);
-    reduce_rows(part, dinp, N);
+    column_parallel_backward(device_, shard_, dinp, p.d_c, G.qkv_w, G.qkv_b, p.d_qkv, attn_in, W.qkv_w, N, C, 3 * Cl);
     launch(device_, R * C, Accumulate{dinp, d_a});
   }
 }
@@ -821,21 +772,17 @@ void Model::backward_layer(Acts& acts, int64_t li, const ModelInputs& in, uint64
 // the sum over the group is reduced into the region.
 void Model::embed_forward(Acts& a, const ModelInputs& in, uint64_t key) {
   Plan& p = *plan_;
-  const int64_t tp = shard_.tensor_size, N = in.B * in.T, R = stage_rows(in.B, in.T), C = config_.hidden;
-  const bool bert = config_.kind == ModelKind::bert, sp = shard_.sequence_parallel, lead = shard_.tensor_rank == 0;
+  const int64_t N = in.B * in.T, R = stage_rows(in.B, in.T), C = config_.hidden;
+  const bool bert = config_.kind == ModelKind::bert, sp = shard_.sequence_parallel;
   const int64_t row0 = sp ? shard_.tensor_rank * R * C : 0;
   const std::string e = "bert.embeddings.";
+  const EmbeddingTables tables =
+      bert ? EmbeddingTables{w(e + "word_embeddings.weight"), w(e + "position_embeddings.weight"),
+                             w(e + "token_type_embeddings.weight")}
+           : EmbeddingTables{w("transformer.wte.weight"), w("transformer.wpe.weight"), nullptr};
   float* sum = bert ? a.emb : a.x0;
-  float* part = partial_target(sp, sum, p.full_a);
-  const int64_t vrows = tp > 1 ? vocab_rows_ : 0;
-  if (bert)
-    launch(device_, N, EmbedForward{part, in.ids, lead ? in.types : nullptr, w(e + "word_embeddings.weight"),
-                                    lead ? w(e + "position_embeddings.weight") : nullptr,
-                                    w(e + "token_type_embeddings.weight"), in.T, C, vocab_begin_, vrows});
-  else
-    launch(device_, N, EmbedForward{part, in.ids, nullptr, w("transformer.wte.weight"),
-                                    lead ? w("transformer.wpe.weight") : nullptr, nullptr, in.T, C, vocab_begin_, vrows});
-  reduce_rows(part, sum, N);
+  vocab_parallel_embedding_forward(device_, shard_, vocab(), sum, p.full_a, in.ids, bert ? in.types : nullptr, tables,
+                                   N, in.T, C);
   if (bert)
     layernorm(device_, a.x0, a.emb_mean, a.emb_rstd, a.emb, w(e + "LayerNorm.weight"), w(e + "LayerNorm.bias"), R, C,
               config_.ln_eps);
@@ -845,62 +792,48 @@ void Model::embed_forward(Acts& a, const ModelInputs& in, uint64_t key) {
 // dx: the gradient of x0 (the region's rows; overwritten).
 void Model::embed_backward(Acts& a, const ModelInputs& in, uint64_t key, float* dx) {
   Plan& p = *plan_;
-  const int64_t tp = shard_.tensor_size, N = in.B * in.T, R = stage_rows(in.B, in.T), C = config_.hidden;
+  const int64_t N = in.B * in.T, R = stage_rows(in.B, in.T), C = config_.hidden;
   const bool bert = config_.kind == ModelKind::bert, sp = shard_.sequence_parallel;
-  const int64_t row0 = sp ? shard_.tensor_rank * R * C : 0, vrows = tp > 1 ? vocab_rows_ : 0;
+  const int64_t row0 = sp ? shard_.tensor_rank * R * C : 0;
   const std::string e = "bert.embeddings.";
   dropout(device_, dx, R * C, site_key(key, -1, kSiteEmbed), config_.hidden_dropout, row0);
   if (!bert) {
-    const float* d = gather_rows(dx, p.full_a, N);
-    launch(device_, column_blocks(C), EmbedBackward{g("transformer.wte.weight"), g("transformer.wpe.weight"), nullptr,
-                                                    d, in.ids, nullptr, N, in.T, C, vocab_begin_, vrows});
+    vocab_parallel_embedding_backward(device_, shard_, vocab(),
+                                      {g("transformer.wte.weight"), g("transformer.wpe.weight"), nullptr}, dx,
+                                      p.full_a, in.ids, nullptr, N, in.T, C);
     return;
   }
   layernorm_backward(device_, p.d_a, false, g(e + "LayerNorm.weight"), g(e + "LayerNorm.bias"), dx, a.emb,
                      w(e + "LayerNorm.weight"), a.emb_mean, a.emb_rstd, R, C);
-  const float* d = gather_rows(p.d_a, p.full_a, N);
-  launch(device_, column_blocks(C), EmbedBackward{g(e + "word_embeddings.weight"), g(e + "position_embeddings.weight"),
-                                                  g(e + "token_type_embeddings.weight"), d, in.ids, in.types, N, in.T,
-                                                  C, vocab_begin_, vrows});
+  vocab_parallel_embedding_backward(device_, shard_, vocab(),
+                                    {g(e + "word_embeddings.weight"), g(e + "position_embeddings.weight"),
+                                     g(e + "token_type_embeddings.weight")},
+                                    p.d_a, p.full_a, in.ids, in.types, N, in.T, C);
 }
 
 // ---------------------------------------------------------------- heads
-// Losses and, in place, the logits' gradients of n rows: the whole-row kernel at tensor 1, the
-// vocabulary-parallel one (three row ops and three reductions over the group) otherwise.
-void Model::vocab_cross_entropy(float* logits, float* losses, const int32_t* targets, int64_t n, float dloss) {
-  const int64_t V = config_.vocab_size, Vl = vocab_rows_, v0 = vocab_begin_;
-  if (shard_.tensor_size == 1) return launch(device_, n, CrossEntropy{logits, losses, targets, V, dloss});
-  float *mx = plan_->ce, *tl = plan_->ce + n, *sum = plan_->ce + 2 * n;
-  launch(device_, n, VocabShardMax{logits, mx, tl, targets, Vl, v0, V});
-  shard_.tensor->all_reduce_max(mx, n);
-  shard_.tensor->all_reduce_sum(tl, n);
-  launch(device_, n, VocabShardSumExp{logits, mx, sum, Vl, v0, V});
-  shard_.tensor->all_reduce_sum(sum, n);
-  launch(device_, n, VocabShardLoss{logits, losses, targets, mx, tl, sum, Vl, v0, V, dloss});
-}
-
 // GPT: LN_f, the LM head tied to wte (this rank's vocabulary rows), the loss; with backward the
 // head's gradients and the gradient of xL into a.d_out.
 Losses Model::gpt_heads(Acts& a, const ModelInputs& in, const float* xL, bool backward, float loss_scale,
                         bool keep_logits) {
   Plan& p = *plan_;
   const int64_t N = in.B * in.T, R = stage_rows(in.B, in.T), C = config_.hidden, V = vocab_rows_;
-  const bool sp = shard_.sequence_parallel;
   const std::string wte_name = "transformer.wte.weight";
   float *wte = w(wte_name), *lnf_w = w("transformer.ln_f.weight"), *lnf_b = w("transformer.ln_f.bias");
   layernorm(device_, p.lnf, p.lnf_mean, p.lnf_rstd, xL, lnf_w, lnf_b, R, C, config_.ln_eps);
-  const float* lnf = gather_rows(p.lnf, p.full_b, N);
+  const float* lnf = gather_rows(device_, shard_, p.lnf, p.full_b, N, C);
   if (keep_logits && shard_.tensor_size > 1) throw Error("model: kept logits need tensor parallel 1");
   // The LM head in chunks of rows: logits, loss (which turns the logits into their gradient), and
   // with backward the head's gradients, before the next chunk reuses the buffer.
   const double tokens = in.lm_denominator > 0 ? in.lm_denominator : double(N);
   if (keep_logits) p.kept_logits.resize(size_t(N * V));
-  float* d_part = partial_target(sp, p.d_b, p.d_c);  // d lnf: N rows of partial sums
+  float* d_part = partial_target(shard_, p.d_b, p.d_c);  // d lnf: N rows of partial sums
   for (int64_t r0 = 0; r0 < N; r0 += p.lm_rows) {
     const int64_t n = std::min(p.lm_rows, N - r0);
     gemm(device_, false, true, n, V, C, 1.0f, lnf + r0 * C, C, wte, C, 0.0f, p.logits, V);
     if (keep_logits) copy_to_host(device_, p.kept_logits.data() + r0 * V, p.logits, size_t(n * V) * sizeof(float));
-    vocab_cross_entropy(p.logits, p.losses + r0, in.targets + r0, n, float(loss_scale / tokens));
+    vocab_parallel_cross_entropy(device_, shard_, vocab(), p.logits, p.losses + r0, in.targets + r0, n,
+                                 float(loss_scale / tokens), p.ce);
     if (!backward) continue;
     gemm(device_, true, false, V, C, n, 1.0f, p.logits, V, lnf + r0 * C, C, 1.0f, g(wte_name), C);
     gemm(device_, false, false, n, C, V, 1.0f, p.logits, V, wte, C, 0.0f, d_part + r0 * C, C);
@@ -909,7 +842,7 @@ Losses Model::gpt_heads(Acts& a, const ModelInputs& in, const float* xL, bool ba
   out.predictions = N;
   out.total = out.mlm = sum_losses(device_, p.losses, N) / tokens;
   if (!backward) return out;
-  reduce_rows(d_part, p.d_b, N);
+  reduce_rows(device_, shard_, d_part, p.d_b, N, C);
   layernorm_backward(device_, a.d_out, false, g("transformer.ln_f.weight"), g("transformer.ln_f.bias"), p.d_b, xL,
                      lnf_w, p.lnf_mean, p.lnf_rstd, R, C);
   notify(head_range_.first, head_range_.second);  // ln_f (and the tied copy of wte)
@@ -928,7 +861,7 @@ Losses Model::bert_heads(Acts& a, const ModelInputs& in, const float* xL_region,
   const std::string e = "bert.embeddings.", t = "cls.predictions.transform.";
   const std::string wte_name = e + "word_embeddings.weight";
   float* wte = w(wte_name);
-  const float* xL = gather_rows(xL_region, p.full_b, N);
+  const float* xL = gather_rows(device_, shard_, xL_region, p.full_b, N, C);
   if (keep_logits && shard_.tensor_size > 1) throw Error("model: kept logits need tensor parallel 1");
 
   launch(device_, B, GatherRows{p.cls_h, xL, p.cls_rows, C});
@@ -953,7 +886,8 @@ Losses Model::bert_heads(Acts& a, const ModelInputs& in, const float* xL_region,
   }
   const double predictions = in.lm_denominator > 0 ? in.lm_denominator : double(count);
   const double samples = in.nsp_denominator > 0 ? in.nsp_denominator : double(B);
-  vocab_cross_entropy(p.mlm_logits, p.mlm_losses, p.mlm_targets, M, predictions > 0 ? float(loss_scale / predictions) : 0.0f);
+  vocab_parallel_cross_entropy(device_, shard_, vocab(), p.mlm_logits, p.mlm_losses, p.mlm_targets, M,
+                               predictions > 0 ? float(loss_scale / predictions) : 0.0f, p.ce);
   launch(device_, B, CrossEntropy{p.nsp_logits, p.nsp_losses, in.nsp_labels, 2, float(loss_scale / samples)});
   Losses out;
   out.predictions = count;

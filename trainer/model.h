@@ -67,6 +67,7 @@ struct ParamInfo {
 };
 
 class TensorGroup;
+struct VocabularyShard;  // trainer/parallel/layers.h
 
 // This rank's part of the model. The default is the whole model.
 struct ModelShard {
@@ -118,6 +119,10 @@ int64_t count_predictions(const int32_t* positions, int64_t B, int64_t P);
 class Model {
  public:
   Model(const ModelConfig& config, const Device& device, const ModelShard& shard = {});
+  // A model that holds no memory: its parameter list and activation plans only, for what --plan
+  // prints before a launch (planned_activation_bytes works; nothing else may be called).
+  struct Unallocated {};
+  Model(const ModelConfig& config, const ModelShard& shard, Unallocated);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -188,6 +193,7 @@ class Model {
  private:
   struct Plan;
   struct Acts;
+  void lay_out(bool allocate);  // the parameter list and, when allocating, the arenas
   void plan_for(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots);
   size_t carve(Plan& p, float* base, int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) const;
   void forward_layer(Acts& a, int64_t l, const ModelInputs& in, uint64_t key, const float* x);
@@ -200,11 +206,6 @@ class Model {
   void embed_backward(Acts& a, const ModelInputs& in, uint64_t key, float* dx);
   Losses bert_heads(Acts& a, const ModelInputs& in, const float* xL, bool backward, float loss_scale, bool keep_logits);
   Losses gpt_heads(Acts& a, const ModelInputs& in, const float* xL, bool backward, float loss_scale, bool keep_logits);
-  void vocab_cross_entropy(float* logits, float* losses, const int32_t* targets, int64_t n, float dloss);
-  // Tensor-parallel communication of activations between the replicated (or, with sequence
-  // parallelism, row-split) regions and the split ones.
-  const float* gather_rows(const float* region, float* full, int64_t N);
-  void reduce_rows(float* full_partial, float* region, int64_t N);
   float* w(const std::string& name) const;
   float* g(const std::string& name) const;
   const float* chunk_x(const Acts& a, int c, int64_t layer) const;
@@ -214,6 +215,7 @@ class Model {
   ModelShard shard_;
   int64_t vocab_rows_ = 0;  // this rank's rows of the (padded) vocabulary
   int64_t vocab_begin_ = 0;  // its first id
+  VocabularyShard vocab() const;
   std::vector<ParamInfo> params_;
   int64_t num_params_ = 0;
   DeviceBuffer<float> weights_, grads_;

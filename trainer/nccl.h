@@ -22,6 +22,7 @@ class DeviceCommunicator {
   // Tensor parallel's collectives, on the device's own stream (in order with the kernels around
   // them): in-place sum or max, equal-block all-gather and reduce-scatter.
   virtual void all_reduce_inline(float* data, int64_t n, bool max) = 0;
+  virtual void all_reduce_inline(double* data, int64_t n) = 0;  // sum
   virtual void all_gather_inline(const float* in, float* out, int64_t n_per_rank) = 0;
   virtual void reduce_scatter_inline(const float* in, float* out, int64_t n_per_rank) = 0;
 

@@ -40,6 +40,9 @@ class Nccl final : public DeviceCommunicator {
   void all_reduce_inline(float* data, int64_t n, bool max) override {
     check(ncclAllReduce(data, data, size_t(n), ncclFloat, max ? ncclMax : ncclSum, comm_, compute_), "all-reduce");
   }
+  void all_reduce_inline(double* data, int64_t n) override {
+    check(ncclAllReduce(data, data, size_t(n), ncclDouble, ncclSum, comm_, compute_), "all-reduce");
+  }
   void all_gather_inline(const float* in, float* out, int64_t n) override {
     check(ncclAllGather(in, out, size_t(n), ncclFloat, comm_, compute_), "all-gather");
   }

@@ -19,6 +19,7 @@
 #include "trainer/nccl.h"
 #include "trainer/metrics.h"
 #include "trainer/parallel/grid.h"
+#include "trainer/parallel/memory_plan.h"
 #include "trainer/parallel/pipeline.h"
 #include "trainer/parallel/tensor_group.h"
 #include "trainer/reducer.h"
@@ -29,18 +30,21 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   const bool bert = o.kind == ModelKind::bert;
   std::string presets;
   for (const std::string& n : ModelConfig::preset_names(o.kind)) presets += (presets.empty() ? "" : ", ") + n;
-  app.add_option("--data", o.data, bert ? "BERT HDF5 shards: directories, manifest.json, files or globs"
-                                        : "GPT shards (Megatron .bin/.idx or llm.c .bin): directories, manifests, files, globs")
-      ->required();
+  app.add_option("--data", o.data, bert ? "BERT HDF5 shards: directories, manifest.json, files or globs (required but with --plan)"
+                                        : "GPT shards (Megatron .bin/.idx or llm.c .bin): directories, manifests, files, globs "
+                                          "(required but with --plan)");
   app.add_option("--model", o.model, "model size: " + presets)->capture_default_str();
   app.add_option("--layers", o.layers, "override the preset's layers");
   app.add_option("--hidden", o.hidden, "override the preset's hidden size (intermediate = 4 × hidden)");
   app.add_option("--heads", o.heads, "override the preset's attention heads");
-  app.add_option("--vocab-size", o.vocab_size, "vocabulary rows (default: the manifest's; larger pads it)");
+  app.add_option("--vocab-size", o.vocab_size,
+                 "vocabulary rows (default: the manifest's; larger pads it; --plan: BERT 30522, GPT-2 50257)");
+  app.add_option("--max-positions", o.max_positions, "override the preset's position embeddings (BERT 512, GPT-2 1024)");
   app.add_option("--dropout", o.dropout, "hidden and attention dropout (default: BERT 0.1, GPT 0)");
   app.add_option("--batch-size", o.batch_size, "samples per micro-batch")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--grad-accum", o.grad_accum, "micro-batches per step")->capture_default_str()->check(CLI::PositiveNumber);
   if (!bert) app.add_option("--seq-len", o.seq_len, "tokens per sample (default: 1024, at most the model's positions)");
+  else app.add_option("--seq-len", o.seq_len, "tokens per sample for --plan (default 128; training takes the shards')");
   app.add_option("--max-steps", o.max_steps, "optimizer steps")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--optimizer", o.optimizer_name, "adamw or lamb")->capture_default_str();
   app.add_option("--lr", o.optimizer.lr, "peak learning rate")->capture_default_str();
@@ -89,6 +93,14 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                "sequence parallelism)");
   app.add_option("--workers", o.workers, "loader threads")->capture_default_str();
   app.add_option("--peak-tflops", o.peak_tflops, "peak TFLOPs per device for MFU (default: GPU table or measured sgemm)");
+  app.add_flag("--plan", o.plan.on,
+               "print each rank's memory (parameters, gradients, optimizer state with and without ZeRO-1, activations "
+               "at the pipeline schedule's peak) and bytes sent per step per group for this layout and batch, then "
+               "exit; reads no data, allocates nothing");
+  app.add_option("--world-size", o.plan.world_size, "--plan: ranks of the launch to plan (default: this launch's, or outside mpirun tensor × pipeline)");
+  if (bert)
+    app.add_option("--max-predictions", o.plan.max_predictions, "--plan: masked positions per sample (default ceil(0.15 × seq))");
+  app.add_option("--device-memory-gb", o.plan.device_memory_gb, "--plan: say whether each rank fits this much device memory");
 }
 
 namespace {
@@ -97,14 +109,20 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-ModelConfig make_config(const TrainOptions& o, const Loader& loader) {
+// The preset with the command line's overrides: everything but the vocabulary, which the shards say.
+ModelConfig preset_config(const TrainOptions& o) {
   ModelConfig c = ModelConfig::preset(o.kind, o.model);
   if (o.layers) c.layers = o.layers, c.name = "custom";
   if (o.hidden) c.hidden = o.hidden, c.intermediate = 4 * o.hidden, c.name = "custom";
   if (o.heads) c.heads = o.heads, c.name = "custom";
+  if (o.max_positions) c.max_positions = o.max_positions;
   if (o.dropout >= 0) c.hidden_dropout = c.attention_dropout = float(o.dropout);
-  // The shards' manifest says the vocabulary; the model may pad it, never cut it.
-  const int64_t shard_vocab = loader.vocab_size();
+  return c;
+}
+
+// The model for shards of `shard_vocab` ids and `seq_len` tokens: the vocabulary may be padded
+// (--vocab-size), never cut.
+ModelConfig with_vocabulary(ModelConfig c, const TrainOptions& o, int64_t shard_vocab, int64_t seq_len) {
   if (shard_vocab <= 0)
     throw UsageError("the shards' manifest does not give the vocabulary size (make them with make-pretraining-shards, "
                      "or put a manifest.json with tokenizer.vocab_size beside them)");
@@ -112,12 +130,9 @@ ModelConfig make_config(const TrainOptions& o, const Loader& loader) {
     throw UsageError(cat("--vocab-size ", o.vocab_size, " is smaller than the shards' vocabulary (", shard_vocab,
                          " ids in the manifest)"));
   c.vocab_size = o.vocab_size ? o.vocab_size : shard_vocab;
-  if (loader.seq_len() > c.max_positions)
-    throw UsageError(cat("the shards' sequence length ", loader.seq_len(), " exceeds the model's ", c.max_positions,
-                         " positions"));
-  for (const auto& [name, id] : loader.special_ids())
-    if (id < 0 || id >= c.vocab_size)
-      throw UsageError(cat("the manifest's special id ", name, " = ", id, " is outside the vocabulary (", c.vocab_size, ")"));
+  if (seq_len > c.max_positions)
+    throw UsageError(cat("the sequence length ", seq_len, " exceeds the model's ", c.max_positions,
+                         " positions (--max-positions)"));
   c.validate();
   return c;
 }
@@ -151,25 +166,6 @@ void all_gather_weights(const Communicator& comm, Model& model, const Optimizer&
   copy_to_host(model.device(), host.data(), model.weights(), host.size() * sizeof(float));
   comm.all_gather_blocks(host.data(), optimizer.shard_sizes());
   copy_to_device(model.device(), model.weights(), host.data(), host.size() * sizeof(float));
-}
-
-// This rank's part of the model: its tensor rank, and the layers of its virtual stages (chunk c of
-// stage s is virtual stage c·p + s; the layers are split evenly over the p·v virtual stages).
-ModelShard shard_of(const ModelConfig& c, const Grid& grid, TensorGroup* tensor) {
-  const int64_t p = grid.pipeline_size(), v = grid.virtual_stages();
-  if (c.layers % (p * v) != 0)
-    throw UsageError(cat("the model's ", c.layers, " layers do not split evenly over --pipeline-parallel ", p,
-                         " × --virtual-stages ", v, " (= ", p * v, ")"));
-  ModelShard s;
-  s.tensor_rank = grid.tensor_rank(), s.tensor_size = grid.tensor_size(), s.tensor = tensor;
-  s.sequence_parallel = grid.sequence_parallel();
-  const int64_t per = c.layers / (p * v);
-  for (int64_t chunk = 0; chunk < v; ++chunk) {
-    const int64_t k = chunk * p + grid.pipeline_rank();
-    s.chunks.emplace_back(k * per, (k + 1) * per);
-  }
-  s.embeddings = grid.first_stage(), s.heads = grid.last_stage();
-  return s;
 }
 
 ModelInputs inputs_of(const Batch& b, ModelKind kind) {
@@ -208,6 +204,22 @@ void finish_gradients(Model& model, const Grid& grid, TensorGroup& tensor) {
   copy_to_device(model.device(), model.grads() + p.offset, host.data(), host.size() * sizeof(float));
 }
 
+// Each rank's peak of device memory held through the arenas (what --plan predicts), printed by
+// rank 0, one line per rank: "memory: rank 3 (tensor 1, data 0, stage 1): 12.5 MiB allocated at peak".
+void report_memory(const Communicator& world, const Grid& grid, size_t peak) {
+  std::vector<int64_t> all(static_cast<size_t>(world.size()) * 4, 0);
+  int64_t* mine = all.data() + 4 * world.rank();
+  mine[0] = grid.tensor_rank(), mine[1] = grid.data_rank(), mine[2] = grid.pipeline_rank(), mine[3] = int64_t(peak);
+  world.all_reduce_sum(all.data(), int64_t(all.size()));
+  if (world.rank() != 0) return;
+  for (int r = 0; r < world.size(); ++r) {
+    const int64_t* x = all.data() + 4 * r;
+    std::printf("memory: rank %d (tensor %lld, data %lld, stage %lld): %.3f MiB allocated at peak\n", r,
+                (long long)x[0], (long long)x[1], (long long)x[2], double(x[3]) / 1048576.0);
+  }
+  std::fflush(stdout);
+}
+
 // The first parameter whose weights or gradients hold a NaN or Inf (for the error message).
 std::string first_bad_tensor(const Model& model) {
   for (const ParamInfo& p : model.params()) {
@@ -220,25 +232,61 @@ std::string first_bad_tensor(const Model& model) {
 }  // namespace
 
 namespace {
-int train(TrainOptions o);
+// A test seam: PRETRAIN_FAULT=RANK:STEP makes that rank throw at that step, read once at start (the
+// tests check that one failing rank ends the whole job, naming itself).
+struct Fault {
+  int rank = -1;
+  long long step = -1;
+  static Fault from_environment() {
+    Fault f;
+    if (const char* e = std::getenv("PRETRAIN_FAULT")) std::sscanf(e, "%d:%lld", &f.rank, &f.step);
+    return f;
+  }
+};
+
+int train(TrainOptions o, const Fault& fault);
+
+// --plan: nothing is read or allocated; rank 0 of a launch (or a plain process) prints.
+int print_plan(const TrainOptions& o) {
+  const Communicator& world = Communicator::world();
+  PlanRequest r;
+  const bool bert = o.kind == ModelKind::bert;
+  r.seq_len = o.seq_len ? o.seq_len : bert ? 128 : 1024;
+  r.model = with_vocabulary(preset_config(o), o, o.vocab_size ? o.vocab_size : bert ? 30522 : 50257, r.seq_len);
+  // Outside mpirun the smallest launch of the layout: data parallel 1.
+  r.world = o.plan.world_size        ? o.plan.world_size
+            : world.distributed()    ? world.size()
+                                     : o.tensor_parallel * o.pipeline_parallel;
+  r.grid = {o.tensor_parallel, o.pipeline_parallel, o.virtual_stages, o.sequence_parallel};
+  r.micro_batch = o.batch_size, r.grad_accum = o.grad_accum;
+  r.predictions = o.plan.max_predictions ? o.plan.max_predictions : int64_t(std::ceil(0.15 * double(r.seq_len)));
+  r.recompute = o.recompute, r.zero1 = o.zero == 1, r.lamb = parse_optimizer(o.optimizer_name) == OptimizerKind::lamb;
+  r.cuda = o.device != "cpu";
+  r.device_memory_gb = o.plan.device_memory_gb;
+  const std::string text = format_plan(plan_memory(r));
+  if (world.rank() == 0) std::fputs(text.c_str(), stdout), std::fflush(stdout);
+  return 0;
 }
+}  // namespace
 
 int run_training(TrainOptions o) {
-  const Communicator& comm = Communicator::world();
+  const Communicator& world = Communicator::world();
+  if (o.plan.on) return print_plan(o);
+  if (o.data.empty()) throw UsageError("--data is required (the shards to train on)");
   try {
-    return train(std::move(o));
+    return train(std::move(o), Fault::from_environment());
   } catch (const std::exception& e) {
-    if (!comm.distributed()) throw;
+    if (!world.distributed()) throw;
     // A rank that fails alone (a corrupt record in its slice, a device error) must stop the others,
     // which would otherwise wait for it in their next collective forever.
-    std::fprintf(stderr, "error: rank %d: %s\n", comm.rank(), e.what());
-    comm.abort(dynamic_cast<const UsageError*>(&e) ? 2 : 1);
+    std::fprintf(stderr, "error: rank %d: %s\n", world.rank(), e.what());
+    world.abort(dynamic_cast<const UsageError*>(&e) ? 2 : 1);
   }
 }
 
 namespace {
 
-int train(TrainOptions o) {
+int train(TrainOptions o, const Fault& fault) {
   const bool bert = o.kind == ModelKind::bert;
   const Precision precision = parse_precision(o.precision);
   o.optimizer.kind = parse_optimizer(o.optimizer_name);
@@ -274,14 +322,19 @@ int train(TrainOptions o) {
   lc.consumer_stream = device.stream;
   lc.id_dtype = TensorDType::i32;
   lc.masking.enabled = o.dynamic_masking;
-  if (!bert) {
-    const int64_t positions = ModelConfig::preset(o.kind, o.model).max_positions;
-    lc.seq_len = o.seq_len ? o.seq_len : std::min<int64_t>(1024, positions);
-  }
+  ModelConfig preset = preset_config(o);
+  if (!bert) lc.seq_len = o.seq_len ? o.seq_len : std::min<int64_t>(1024, preset.max_positions);
   Loader loader(lc);
-  const ModelConfig config = make_config(o, loader);
+  if (bert && o.seq_len && o.seq_len != loader.seq_len())
+    throw UsageError(cat("--seq-len ", o.seq_len, ": the shards hold sequences of ", loader.seq_len(), " tokens"));
+  const ModelConfig config = with_vocabulary(preset, o, loader.vocab_size(), loader.seq_len());
+  for (const auto& [name, id] : loader.special_ids())
+    if (id < 0 || id >= config.vocab_size)
+      throw UsageError(cat("the manifest's special id ", name, " = ", id, " is outside the vocabulary (", config.vocab_size, ")"));
   TensorGroup tensor_group(grid.tensor(), device);
-  Model model(config, device, shard_of(config, grid, &tensor_group));
+  ModelShard shard = model_shard(config, grid.shape(), {grid.tensor_rank(), grid.data_rank(), grid.pipeline_rank()});
+  shard.tensor = &tensor_group;
+  Model model(config, device, shard);
   model.set_recompute(o.recompute);
   Optimizer optimizer(o.optimizer, model, &comm, o.zero == 1, &grid.model(), &grid.tensor());
   PipelineRunner pipeline(model, grid.pipeline(), grid.pipeline_rank(), grid.pipeline_size());
@@ -373,11 +426,6 @@ int train(TrainOptions o) {
     world.barrier();
   };
 
-  // PRETRAIN_FAULT=RANK:STEP makes that rank throw at that step (for the test that one failing
-  // rank ends the whole job).
-  int fault_rank = -1;
-  long long fault_step = -1;
-  if (const char* f = std::getenv("PRETRAIN_FAULT")) std::sscanf(f, "%d:%lld", &fault_rank, &fault_step);
   std::vector<int32_t> host_positions;
   for (int64_t step = start + 1; step <= o.max_steps; ++step) {
     const double t0 = now_seconds();
@@ -443,8 +491,8 @@ int train(TrainOptions o) {
     const int64_t predictions = bert ? counts[0] : 0;
     if (!std::isfinite(sum.total))
       throw Error(cat("step ", step, ": the loss is ", sum.total, "; first non-finite tensor: ", first_bad_tensor(model)));
-    if (fault_rank == world.rank() && fault_step == step)  // tests/e2e/test_trainer_mpi.py: one rank fails alone
-      throw Error(cat("step ", step, ": fault injected by PRETRAIN_FAULT=", std::getenv("PRETRAIN_FAULT")));
+    if (fault.rank == world.rank() && fault.step == step)  // tests/e2e/test_trainer_{mpi,3d}.py
+      throw Error(cat("step ", step, ": fault injected by PRETRAIN_FAULT=", fault.rank, ":", fault.step));
     const double loss_scale = scaler.scale;
     const UpdateInfo u = optimizer.step(step, 1.0 / loss_scale);
     if (optimizer.sharded() && u.applied) all_gather_weights(comm, model, optimizer);
@@ -487,6 +535,7 @@ int train(TrainOptions o) {
     }
   }
   metrics.summary();
+  report_memory(world, grid, device_bytes_allocated().peak);
   close_device(device);
   return 0;
 }

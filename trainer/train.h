@@ -17,10 +17,11 @@ struct TrainOptions {
   std::vector<std::string> data;  // shard sources (directories, manifests, files, globs)
   std::string model = "tiny";
   int64_t layers = 0, hidden = 0, heads = 0, vocab_size = 0;  // 0: the preset's / the manifest's
+  int64_t max_positions = 0;  // 0: the preset's
   double dropout = -1;  // < 0: the preset's
   int64_t batch_size = 32;  // per micro-batch
   int64_t grad_accum = 1;
-  int64_t seq_len = 0;      // GPT: tokens per sample (default 1024, or the model's positions)
+  int64_t seq_len = 0;      // GPT: tokens per sample (default 1024, or the model's positions); BERT: --plan only
   int64_t max_steps = 100;
   OptimizerConfig optimizer;
   std::string optimizer_name = "adamw", schedule_name = "linear";
@@ -44,6 +45,13 @@ struct TrainOptions {
   int workers = 2;
   double peak_tflops = 0;  // for MFU; 0: the GPU table, or a measured sgemm rate on CPU
   int threads = 0;
+  // --plan: print each rank's memory and traffic for this layout and batch, then exit (no data read).
+  struct Plan {
+    bool on = false;
+    int world_size = 0;         // 0: the ranks of this launch
+    int64_t max_predictions = 0;  // BERT; 0: ceil(0.15 × seq)
+    double device_memory_gb = 0;
+  } plan;
 };
 
 // Registers the common options on app (the main adds nothing but its description).

@@ -26,6 +26,23 @@ int data_parallel_size(int world, const GridShape& s) {
   return world / (s.tensor * s.pipeline);
 }
 
+ModelShard model_shard(const ModelConfig& c, const GridShape& shape, const GridCoordinates& at) {
+  const int64_t p = shape.pipeline, v = shape.virtual_stages;
+  if (c.layers % (p * v) != 0)
+    throw UsageError(cat("the model's ", c.layers, " layers do not split evenly over --pipeline-parallel ", p,
+                         " × --virtual-stages ", v, " (= ", p * v, ")"));
+  ModelShard s;
+  s.tensor_rank = at.tensor, s.tensor_size = shape.tensor;
+  s.sequence_parallel = shape.sequence_parallel;
+  const int64_t per = c.layers / (p * v);
+  for (int64_t chunk = 0; chunk < v; ++chunk) {
+    const int64_t k = chunk * p + at.pipeline;
+    s.chunks.emplace_back(k * per, (k + 1) * per);
+  }
+  s.embeddings = at.pipeline == 0, s.heads = at.pipeline == p - 1;
+  return s;
+}
+
 Grid::Grid(const Communicator& world, const GridShape& shape) : world_(world), shape_(shape) {
   data_size_ = data_parallel_size(world.size(), shape);
   me_ = grid_coordinates(world.rank(), shape.tensor, data_size_);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "trainer/communicator.h"
+#include "trainer/model.h"
 
 namespace pretrain {
 
@@ -23,6 +24,12 @@ GridCoordinates grid_coordinates(int rank, int tensor_size, int data_size);
 int grid_rank(const GridCoordinates& c, int tensor_size, int data_size);
 // data = world / (tensor · pipeline); throws UsageError naming the numbers when that does not divide.
 int data_parallel_size(int world, const GridShape& shape);
+
+// The part of the model the rank at `at` holds: its tensor rank, and the layers of its virtual
+// stages (chunk c of stage s is virtual stage c·p + s; the layers split evenly over the p·v
+// virtual stages). Throws UsageError when they do not split evenly. ModelShard::tensor is left for
+// the caller to set.
+ModelShard model_shard(const ModelConfig& c, const GridShape& shape, const GridCoordinates& at);
 
 class Grid {
  public:

@@ -14,6 +14,12 @@ void TensorGroup::all_reduce_sum(float* x, int64_t n) {
   comm_.all_reduce_sum(x, n);
 }
 
+void TensorGroup::all_reduce_sum(double* x, int64_t n) {
+  if (size() == 1) return;
+  if (nccl_) return nccl_->all_reduce_inline(x, n);
+  comm_.all_reduce_sum(x, n);
+}
+
 void TensorGroup::all_reduce_max(float* x, int64_t n) {
   if (size() == 1) return;
   if (nccl_) return nccl_->all_reduce_inline(x, n, true);

@@ -19,6 +19,7 @@ class TensorGroup {
   int size() const { return comm_.size(); }
   const Communicator& comm() const { return comm_; }
   void all_reduce_sum(float* x, int64_t n);
+  void all_reduce_sum(double* x, int64_t n);
   void all_reduce_max(float* x, int64_t n);
   void all_gather(const float* in, float* out, int64_t n_per_rank);
   void reduce_scatter_sum(const float* in, float* out, int64_t n_per_rank);

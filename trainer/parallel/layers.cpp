@@ -1,0 +1,116 @@
+#include "trainer/parallel/layers.h"
+
+#include "trainer/parallel/tensor_group.h"
+
+namespace pretrain {
+
+using namespace kernels;
+
+void linear(const Device& d, float* out, const float* inp, const float* W, const float* b, int64_t N, int64_t IC,
+            int64_t OC) {
+  gemm(d, false, true, N, OC, IC, 1.0f, inp, IC, W, IC, 0.0f, out, OC, {.bias = b});
+}
+
+void linear_gelu(const Device& d, float* out, float* pre, Gelu act, const float* inp, const float* W, const float* b,
+                 int64_t N, int64_t IC, int64_t OC) {
+  if (act == Gelu::tanh)
+    return gemm(d, false, true, N, OC, IC, 1.0f, inp, IC, W, IC, 0.0f, out, OC, {.bias = b, .gelu_aux = pre});
+  linear(d, pre, inp, W, b, N, IC, OC);
+  launch(d, N * OC, GeluForward{out, pre, act});
+}
+
+void linear_backward(const Device& d, float* dinp, bool accumulate, float* dW, float* db, const float* dout,
+                     const float* inp, const float* W, int64_t N, int64_t IC, int64_t OC) {
+  if (dinp) gemm(d, false, false, N, IC, OC, 1.0f, dout, OC, W, IC, accumulate ? 1.0f : 0.0f, dinp, IC);
+  gemm(d, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dW, IC);
+  launch(d, column_blocks(OC), BiasBackward{db, dout, N, OC});
+}
+
+const float* gather_rows(const Device&, const ModelShard& s, const float* region, float* full, int64_t N, int64_t C) {
+  if (!s.sequence_parallel) return region;
+  s.tensor->all_gather(region, full, N / s.tensor_size * C);
+  return full;
+}
+
+void reduce_rows(const Device&, const ModelShard& s, float* partial, float* region, int64_t N, int64_t C) {
+  if (s.tensor_size == 1) return;
+  if (s.sequence_parallel)
+    s.tensor->reduce_scatter_sum(partial, region, N / s.tensor_size * C);
+  else
+    s.tensor->all_reduce_sum(region, N * C);
+}
+
+const float* column_parallel_forward(const Device& d, const ModelShard& s, float* out, const float* region,
+                                     float* full, const float* W, const float* b, int64_t N, int64_t IC, int64_t OCl,
+                                     float* gelu_out, Gelu act) {
+  const float* X = gather_rows(d, s, region, full, N, IC);
+  if (gelu_out)
+    linear_gelu(d, gelu_out, out, act, X, W, b, N, IC, OCl);
+  else
+    linear(d, out, X, W, b, N, IC, OCl);
+  return X;
+}
+
+void column_parallel_backward(const Device& d, const ModelShard& s, float* dregion, float* scratch, float* dW,
+                              float* db, const float* dout, const float* X, const float* W, int64_t N, int64_t IC,
+                              int64_t OCl) {
+  float* part = partial_target(s, dregion, scratch);
+  linear_backward(d, part, false, dW, db, dout, X, W, N, IC, OCl);
+  reduce_rows(d, s, part, dregion, N, IC);
+}
+
+void row_parallel_forward(const Device& d, const ModelShard& s, float* region, float* scratch, const float* X,
+                          const float* W, const float* b, int64_t N, int64_t ICl, int64_t OC) {
+  float* part = partial_target(s, region, scratch);
+  linear(d, part, X, W, s.tensor_rank == 0 ? b : nullptr, N, ICl, OC);
+  reduce_rows(d, s, part, region, N, OC);
+}
+
+void row_parallel_backward(const Device& d, const ModelShard& s, float* dX, const float* dregion, float* full,
+                           float* dW, float* db, const float* X, const float* W, int64_t N, int64_t ICl, int64_t OC) {
+  const float* dout = gather_rows(d, s, dregion, full, N, OC);
+  linear_backward(d, dX, false, dW, db, dout, X, W, N, ICl, OC);
+}
+
+VocabularyShard VocabularyShard::of(int64_t vocab, const ModelShard& s) {
+  VocabularyShard v;
+  v.vocab = vocab;
+  v.rows = padded_vocab(vocab, s.tensor_size) / s.tensor_size;
+  v.begin = v.rows * s.tensor_rank;
+  return v;
+}
+
+void vocab_parallel_embedding_forward(const Device& d, const ModelShard& s, const VocabularyShard& v, float* region,
+                                      float* scratch, const int32_t* ids, const int32_t* types,
+                                      const EmbeddingTables& t, int64_t N, int64_t T, int64_t C) {
+  const bool lead = s.tensor_rank == 0;
+  float* part = partial_target(s, region, scratch);
+  const int64_t rows = s.tensor_size > 1 ? v.rows : 0;  // 0: every id is this rank's
+  launch(d, N, EmbedForward{part, ids, lead ? types : nullptr, t.words, lead ? t.positions : nullptr, t.types, T, C,
+                            v.begin, rows});
+  reduce_rows(d, s, part, region, N, C);
+}
+
+void vocab_parallel_embedding_backward(const Device& d, const ModelShard& s, const VocabularyShard& v,
+                                       const EmbeddingGrads& g, const float* dregion, float* full,
+                                       const int32_t* ids, const int32_t* types, int64_t N, int64_t T, int64_t C) {
+  const float* dout = gather_rows(d, s, dregion, full, N, C);
+  const int64_t rows = s.tensor_size > 1 ? v.rows : 0;
+  launch(d, column_blocks(C), EmbedBackward{g.words, g.positions, g.types, dout, ids, types, N, T, C, v.begin, rows});
+}
+
+void vocab_parallel_cross_entropy(const Device& d, const ModelShard& s, const VocabularyShard& v, float* logits,
+                                  float* losses, const int32_t* targets, int64_t n, float dloss, float* scratch) {
+  if (s.tensor_size == 1) return launch(d, n, CrossEntropy{logits, losses, targets, v.vocab, dloss});
+  // Σ exp in doubles, 8-byte aligned after the two float vectors (scratch is 256-byte aligned).
+  float *mx = scratch, *tl = scratch + n;
+  double* sum = reinterpret_cast<double*>(scratch + 2 * n);
+  launch(d, n, VocabShardMax{logits, mx, tl, targets, v.rows, v.begin, v.vocab});
+  s.tensor->all_reduce_max(mx, n);
+  s.tensor->all_reduce_sum(tl, n);
+  launch(d, n, VocabShardSumExp{logits, mx, sum, v.rows, v.begin, v.vocab});
+  s.tensor->all_reduce_sum(sum, n);
+  launch(d, n, VocabShardLoss{logits, losses, targets, mx, tl, sum, v.rows, v.begin, v.vocab, dloss});
+}
+
+}  // namespace pretrain
