@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The DLPerf benchmark matrix: bert_pretrain or gpt_pretrain under mpirun, one process per device,
-# for each case (1n1g, 1n4g, 1n8g, 2n8g, 4n8g, or the subset the hosts allow), repeated --runs times,
-# each run's output (rank 0's stdout + mpirun's stderr) in
-#   <log-root>/<model>/bs<B>_<precision>/<N>n<G>g/run<k>.log
+# for each case (1n1g, 1n4g, 1n8g, 2n8g, 4n8g, or the subset the hosts allow; or cases with a
+# tensor × pipeline × data layout), repeated --runs times, each run's output (rank 0's stdout +
+# mpirun's stderr) in
+#   <log-root>/<model>/bs<B>_<precision>/<case>/run<k>.log       <case> = 1n8g, or 1n8g_tp2pp4 etc.
 # which scripts/extract_logs.py turns into result.json and table.md, and scripts/plot_throughput.py
 # into a plot. run_single_node.sh and run_multi_node.sh are this script (multi-node: --hostfile).
 #
@@ -12,7 +13,8 @@
 #   --data PATH          shards (directory or manifest.json), the trainer's --data; required
 #   --model bert|gpt     which trainer (default bert)
 #   --model-size S       the trainer's --model (default: bert base, gpt 124M)
-#   --batch-size B       samples per device per step (default: bert 32, gpt 8)
+#   --batch-size B       the trainer's --batch-size: samples per micro-batch per data-parallel rank
+#                        (default: bert 32, gpt 8). Pure data parallel: per device per step.
 #   --precision P        fp32, bf16 or fp16 (default fp32)
 #   --steps N            steps per run (default 120: extract_logs.py skips 20, averages 100)
 #   --runs K             runs per case (default 5)
@@ -23,12 +25,30 @@
 #   --threads T          --threads per rank (default 1 on cpu; the trainer's default on cuda)
 #   --hostfile FILE      OpenMPI hostfile, one host per line ("host" or "host slots=G"); N-node cases
 #                        run on its first N hosts with `mpirun --hostfile … -npernode G`
-#   --cases LIST         comma-separated cases instead of the default matrix, e.g. 1n1g,1n8g,2n8g
+#   --cases LIST         cases instead of the default matrix, separated by commas or spaces:
+#                        <N>n<G>g[:LAYOUT], e.g. "1n1g,1n8g,2n8g" or "1n8g:dp8 1n8g:tp2pp4 2n8g:tp4pp2dp2"
 #   --log-root DIR       default logs
 #   --build-dir DIR      where bert_pretrain/gpt_pretrain are built (default $PRETRAIN_BUILD_DIR or build/)
 #   --mpi-args "ARGS"    more mpirun arguments (e.g. "-x NCCL_DEBUG=INFO --mca btl_tcp_if_include ib0")
-#   --dry-run            print the cases and commands, run nothing
-# Anything after -- goes to the trainer (e.g. -- --recompute --seq-len 512).
+#   --dry-run            print the cases, their layouts and commands, run nothing
+# Anything after -- goes to the trainer (e.g. -- --recompute --seq-len 512, -- --grad-accum 4).
+#
+# Layouts. LAYOUT is any of tpT (tensor parallel), ppP (pipeline parallel), dpD (data parallel),
+# vV (virtual stages per pipeline stage: the interleaved schedule) and sp (sequence parallel), in any
+# order, e.g. 1n8g:tp2pp4, 2n8g:tp4pp2dp2, 1n4g:tp2pp2v2sp. Unwritten tp/pp are 1; data parallel is
+# N×G/(T×P), and a written dpD must equal it. The case passes --tensor-parallel T
+# --pipeline-parallel P [--virtual-stages V] [--sequence-parallel] to the trainer and logs into
+# <N>n<G>g_<layout> (the parts written, in the order tp pp dp v sp: 1n8g_tp2pp4); a plain <N>n<G>g
+# is pure data parallel as before, logged in <N>n<G>g/. Refused (exit 2, naming the numbers): T×P
+# that does not divide N×G, a dpD that disagrees, vV without ppP > 1, sp without tpT > 1; the
+# trainer itself refuses layers or heads that do not divide.
+# Batches. Global batch = B × grad-accum × data parallel (Megatron's micro-batch × accumulation ×
+# DP, as the trainer's config line reports it): at a fixed --batch-size a case with T×P > 1 trains
+# a smaller global batch than pure data parallel on the same devices. A step of a pipeline case
+# runs the trainer's --grad-accum micro-batches through 1F1B: with fewer micro-batches than stages
+# the pipeline never fills (idle fraction (P−1)/(m+P−1) for m micro-batches), so pass
+# `-- --grad-accum M` with M ≥ P (M ≥ 4P to keep the bubble under 20%); interleaving (vV) needs M a
+# multiple of P. The plan warns when M < P and refuses a multiple the interleaved schedule rejects.
 #
 # The default matrix, DLPerf's generalised: on one node G in {1, 4, 8} up to --gpus-per-node, plus
 # --gpus-per-node itself (so 2 CPU ranks per node give 1n1g, 1n2g; 8 GPUs give 1n1g, 1n4g, 1n8g);
@@ -120,12 +140,80 @@ if [[ -z $cases ]]; then
   (( max_nodes > 1 )) && list+=("${max_nodes}n${gpn}g")
   cases=$(IFS=,; echo "${list[*]}")
 fi
-IFS=, read -r -a case_list <<<"$cases"
+# The trainer's --grad-accum (micro-batches per step), for the pipeline checks; layout flags after --
+# would fight the cases' own.
+accum=1
+for ((i = 0; i < ${#trainer_args[@]}; ++i)); do
+  a=${trainer_args[i]}
+  case $a in
+    --grad-accum) accum=${trainer_args[i + 1]:-}; positive "--grad-accum (after --)" "$accum" ;;
+    --grad-accum=*) accum=${a#*=}; positive "--grad-accum (after --)" "$accum" ;;
+    --tensor-parallel|--tensor-parallel=*|--tensor-model-parallel-size*|--pipeline-parallel|--pipeline-parallel=*|\
+    --pipeline-model-parallel-size*|--virtual-stages*|--sequence-parallel)
+      die "${a%%=*} after -- conflicts with the cases' layouts: write it in the case (e.g. 1n8g:tp2pp4v2sp)" ;;
+  esac
+done
+
+# One case: <N>n<G>g[:LAYOUT] -> n g tp pp dp vs sp (0/1), dir (the log directory's name) and layout
+# (the canonical layout, empty for a plain case).
+parse_case() {
+  local c=$1 rest tok written=""
+  [[ $c =~ ^([1-9][0-9]*)n([1-9][0-9]*)g(:(.*))?$ ]] ||
+    die "--cases: '$c' is not <N>n<G>g or <N>n<G>g:LAYOUT (LAYOUT: tpT ppP dpD vV sp, e.g. 1n8g:tp2pp4)"
+  n=${BASH_REMATCH[1]} g=${BASH_REMATCH[2]} rest=${BASH_REMATCH[4]}
+  tp=1 pp=1 dp="" vs=1 sp=0 layout=""
+  if [[ -n ${BASH_REMATCH[3]} && -z $rest ]]; then die "--cases: '$c' has an empty layout after ':'"; fi
+  while [[ -n $rest ]]; do
+    if [[ $rest =~ ^(tp|pp|dp|v)([1-9][0-9]*)(.*)$ ]]; then
+      tok=${BASH_REMATCH[1]}
+      [[ " $written " != *" $tok "* ]] || die "--cases: '$c' gives $tok twice"
+      case $tok in tp) tp=${BASH_REMATCH[2]} ;; pp) pp=${BASH_REMATCH[2]} ;; dp) dp=${BASH_REMATCH[2]} ;; v) vs=${BASH_REMATCH[2]} ;; esac
+      rest=${BASH_REMATCH[3]}
+    elif [[ $rest == sp* ]]; then
+      tok=sp
+      [[ " $written " != *" sp "* ]] || die "--cases: '$c' gives sp twice"
+      sp=1 rest=${rest#sp}
+    else
+      die "--cases: '$c': cannot read '$rest' (a layout is tpT ppP dpD vV sp with positive integers, e.g. 1n4g:tp2pp2v2sp)"
+    fi
+    written+=" $tok"
+  done
+  local devices=$((n * g))
+  (( devices % (tp * pp) == 0 )) ||
+    die "case $c: tensor $tp × pipeline $pp = $((tp * pp)) does not divide the $devices devices of ${n}n${g}g ($n × $g)"
+  local derived=$((devices / (tp * pp)))
+  [[ -z $dp || $dp == "$derived" ]] ||
+    die "case $c: dp$dp, but ${n}n${g}g has $devices devices / (tensor $tp × pipeline $pp) = data parallel $derived"
+  dp=$derived
+  (( vs == 1 || pp > 1 )) || die "case $c: v$vs (virtual stages) needs pp > 1 (the interleaved schedule)"
+  (( sp == 0 || tp > 1 )) || die "case $c: sp (sequence parallel) needs tp > 1"
+  (( vs == 1 || accum % pp == 0 )) ||
+    die "case $c: the interleaved schedule (v$vs) needs --grad-accum a multiple of pp $pp, got $accum (pass -- --grad-accum $((pp * 2)))"
+  [[ " $written " == *" tp "* ]] && layout+=tp$tp
+  [[ " $written " == *" pp "* ]] && layout+=pp$pp
+  [[ " $written " == *" dp "* ]] && layout+=dp$dp
+  [[ " $written " == *" v "* ]] && layout+=v$vs
+  [[ " $written " == *" sp "* ]] && layout+=sp
+  dir=${n}n${g}g${layout:+_$layout}
+  return 0
+}
+
+read -r -a case_list <<<"${cases//,/ }"
+[[ ${#case_list[@]} -gt 0 ]] || die "--cases: no cases in '$cases'"
+dirs=" "
 for c in "${case_list[@]}"; do
-  [[ $c =~ ^([1-9][0-9]*)n([1-9][0-9]*)g$ ]] || die "--cases: '$c' is not <N>n<G>g"
-  n=${BASH_REMATCH[1]} g=${BASH_REMATCH[2]}
+  parse_case "$c"
   (( n <= max_nodes )) || die "case $c needs $n nodes, the hosts allow $max_nodes${hostfile:+ ($hostfile)}"
   (( g <= gpn )) || die "case $c needs $g devices per node, --gpus-per-node is $gpn"
+  [[ $dirs != *" $dir "* ]] || die "--cases: '$c' is listed twice (log directory $dir)"
+  dirs+="$dir "
+  if (( pp > 1 && accum < pp )); then
+    echo "$(basename "$0"): warning: case $c: --grad-accum $accum < pp $pp, the 1F1B pipeline never fills" \
+      "(pass -- --grad-accum $((4 * pp)) or more)" >&2
+  fi
+  if (( tp > 1 && g % tp != 0 && n > 1 )); then
+    echo "$(basename "$0"): warning: case $c: tp $tp does not divide the $g devices per node, tensor groups span nodes" >&2
+  fi
 done
 
 trainer=$build_dir/trainer/${model}_pretrain
@@ -140,26 +228,37 @@ fi
 [[ -n $mpi_args ]] && mpi+=($mpi_args)
 
 out=$log_root/$model/bs${batch}_${precision}
-echo "$model $model_size, batch $batch per device, $precision, $steps steps, $runs runs, device $device," \
-  "cases: ${case_list[*]} -> $out/"
+echo "$model $model_size, batch $batch per data-parallel rank × grad-accum $accum, $precision, $steps steps," \
+  "$runs runs, device $device, cases: ${case_list[*]} -> $out/"
 for c in "${case_list[@]}"; do
-  [[ $c =~ ^([0-9]+)n([0-9]+)g$ ]]
-  n=${BASH_REMATCH[1]} g=${BASH_REMATCH[2]}
+  parse_case "$c"
+  if [[ $dry_run == 1 ]]; then
+    extra=""
+    (( vs > 1 )) && extra+=", $vs virtual stages"
+    (( sp )) && extra+=", sequence parallel"
+    echo "$c: $((n * g)) rank$( ((n * g > 1)) && echo s) = tensor $tp × pipeline $pp × data $dp$extra; global batch $((batch * accum * dp))" \
+      "= $batch × grad-accum $accum × data $dp -> $out/$dir/"
+  fi
   launch=("${mpi[@]}" -np $((n * g)))
   if [[ -n $hostfile ]]; then
     # The first n hosts, g slots each; -npernode places g ranks on each.
-    sub=$out/$c/hostfile
-    [[ $dry_run == 1 ]] || { mkdir -p "$out/$c"; printf '%s slots='"$g"'\n' "${hosts[@]:0:n}" >"$sub"; }
+    sub=$out/$dir/hostfile
+    [[ $dry_run == 1 ]] || { mkdir -p "$out/$dir"; printf '%s slots='"$g"'\n' "${hosts[@]:0:n}" >"$sub"; }
     launch+=(--hostfile "$sub" -npernode "$g")
   fi
   cmd=("${launch[@]}" "$trainer" --data "$data" --model "$model_size" --batch-size "$batch" --precision "$precision"
        --max-steps "$steps" --device "$device" --log-interval 1)
   [[ -n $threads ]] && cmd+=(--threads "$threads")
-  cmd+=("${trainer_args[@]}")
+  if [[ -n $layout ]]; then
+    cmd+=(--tensor-parallel "$tp" --pipeline-parallel "$pp")
+    (( vs > 1 )) && cmd+=(--virtual-stages "$vs")
+    (( sp )) && cmd+=(--sequence-parallel)
+  fi
+  cmd+=(${trainer_args[@]+"${trainer_args[@]}"})
   for ((k = 1; k <= runs; ++k)); do
-    log=$out/$c/run$k.log
+    log=$out/$dir/run$k.log
     if [[ $dry_run == 1 ]]; then echo "$log: ${cmd[*]}"; continue; fi
-    mkdir -p "$out/$c"
+    mkdir -p "$out/$dir"
     printf '%s run %d/%d ... ' "$c" "$k" "$runs"
     start=$SECONDS
     if "${cmd[@]}" >"$log.partial" 2>&1; then

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Plot the DLPerf matrix: samples/s against devices (each run a dot, the median a line, the ideal
 linear scaling from the 1n1g median dashed) and speedup against devices (the ideal is y = x).
+When a table has layout cases (1n8g:tp2pp4 ..., several cases on one device count), the x axis has
+one tick per case instead, labelled with the case name and its layout, and the ideal
+(1n1g x devices) is a dash per case.
 
     scripts/plot_throughput.py LOGDIR [-o plot.png] [--skip 20 --average 100]
 
@@ -41,10 +44,17 @@ def label(group):
     cfg = group.get("config") or {}
     if not cfg:
         return group["name"]
-    return f"{cfg.get('kind')} {cfg.get('model')}, bs {cfg.get('batch_size')}/device, {cfg.get('precision')}"
+    per = "data-parallel rank" if any(c.get("layout") for c in group["cases"]) else "device"
+    return f"{cfg.get('kind')} {cfg.get('model')}, bs {cfg.get('batch_size')}/{per}, {cfg.get('precision')}"
+
+
+def has_layouts(result):
+    return any(c.get("layout") for g in result["groups"] for c in g["cases"])
 
 
 def plot(result, out):
+    if has_layouts(result):
+        return plot_cases(result, out)
     fig, (ax_rate, ax_speed) = plt.subplots(1, 2, figsize=(12, 4.8))
     devices_seen = set()
     for i, group in enumerate(result["groups"]):
@@ -94,11 +104,67 @@ def plot(result, out):
     else:
         ax_speed.set_ylim(bottom=0)
         ax_rate.set_ylim(bottom=0)
+    save(fig, out)
+
+
+def save(fig, out):
     fig.tight_layout()
     tmp = f"{out}.tmp-{os.getpid()}.png"
     fig.savefig(tmp, dpi=100)
     plt.close(fig)
     os.replace(tmp, out)
+
+
+def plot_cases(result, out):
+    """One x tick per case (its name with the layout), in device order; every table on the same ticks."""
+    names, devices = [], {}
+    for group in result["groups"]:
+        for c in group["cases"]:
+            if c["case"] not in devices:
+                names.append(c["case"])
+                devices[c["case"]] = c["devices"]
+    if not names:
+        raise extract_logs.LogError("no cases to plot")
+    names.sort(key=lambda n: devices[n])  # stable: each table's own order within a device count
+    pos = {n: i for i, n in enumerate(names)}
+    fig, (ax_rate, ax_speed) = plt.subplots(1, 2, figsize=(max(12, 1.2 * len(names) + 4), 5.4))
+    any_speedup = False
+    for i, group in enumerate(result["groups"]):
+        color = f"C{i}"
+        cases = sorted(group["cases"], key=lambda c: pos[c["case"]])
+        if not cases:
+            continue
+        x = [pos[c["case"]] for c in cases]
+        ax_rate.plot(x, [c["samples_per_s_median"] for c in cases], "o-", color=color, label=f"{label(group)} (median)")
+        for c in cases:
+            ax_rate.scatter([pos[c["case"]]] * len(c["samples_per_s_runs"]), c["samples_per_s_runs"], s=12,
+                            color=color, alpha=0.4)
+        base = next((c for c in cases if c.get("speedup")), None)
+        if base:
+            rate0 = base["samples_per_s_median"] / base["speedup"]  # the 1n1g median
+            ax_rate.scatter(x, [rate0 * c["devices"] for c in cases], marker="_", s=300, color=color, alpha=0.6,
+                            label="ideal (1n1g × devices)")
+            ax_speed.plot(x, [c["speedup"] for c in cases], "o-", color=color, label=label(group))
+            for c in cases:
+                ax_speed.annotate(f"{c['speedup']:.2f}", (pos[c["case"]], c["speedup"]), textcoords="offset points",
+                                  xytext=(4, -12), fontsize=8, color=color)
+            any_speedup = True
+    ticks = list(range(len(names)))
+    ax_speed.scatter(ticks, [devices[n] for n in names], marker="_", s=300, color="k", alpha=0.5,
+                     label="ideal (speedup = devices)")
+    for ax, ylabel, title in ((ax_rate, "samples/s (all devices)", "Throughput"),
+                              (ax_speed, "speedup against 1n1g (median)",
+                               "Speedup" if any_speedup else "Speedup (no 1n1g case)")):
+        ax.set_xticks(ticks)
+        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+        ax.set_xlim(-0.5, len(names) - 0.5)
+        ax.set_xlabel("case: nodes × devices per node [: tensor / pipeline / data parallel layout]")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+    save(fig, out)
 
 
 def main(argv=None):
