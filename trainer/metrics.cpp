@@ -76,6 +76,7 @@ void MetricsLog::record(const StepRecord& r, bool print) {
   if (jsonl_.is_open()) {
     nlohmann::json j = {{"step", r.step},         {"loss", r.losses.total},  {"lr", r.lr},
                         {"grad_norm", r.grad_norm}, {"ms", r.seconds * 1e3}, {"data_ms", r.data_wait * 1e3},
+                        {"pipeline_wait_ms", r.pipeline_wait * 1e3},
                         {"samples", r.samples},   {"tokens", r.tokens},      {"samples_per_s", samples_s},
                         {"tokens_per_s", tokens_s}, {"tflops", tflops},     {"mfu", mfu},
                         {"device_mb", double(r.device_bytes) / 1e6}, {"host_mb", double(host) / 1e6},

@@ -19,9 +19,10 @@ struct StepRecord {
   double loss_scale = 1;  // fp16's dynamic loss scale
   bool skipped = false;   // fp16 overflow: no update
   double seconds = 0, data_wait = 0;
+  double pipeline_wait = 0;  // this rank's time waiting for its pipeline neighbours (the bubble, and imbalance)
   int64_t samples = 0, tokens = 0;
   double flops = 0;
-  size_t device_bytes = 0;  // parameters, gradients, optimizer state and activations
+  size_t device_bytes = 0;  // the peak of allocated arenas: parameters, gradients, optimizer state, activations
 };
 
 // Peak dense TFLOPs of a GPU by its name, for a precision ("fp32", "bf16", "fp16"); 0 if unknown.

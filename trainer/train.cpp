@@ -377,10 +377,13 @@ int train(TrainOptions o, const Fault& fault) {
            grid.virtual_stages() > 1 ? cat(", ", grid.virtual_stages(), " virtual stages") : std::string());
 
   // One machine-readable line for scripts/extract_logs.py: what ran, and at what scale.
+  int64_t whole_parameters = 0;  // the whole model's, whatever the layout (the TFLOPs formulas count them)
+  for (const ParamInfo& p : whole_model_params(config)) whole_parameters += p.numel;
   if (world.rank() == 0) {
     const nlohmann::json run = {{"kind", bert ? "bert" : "gpt"},
                                 {"model", config.name},
-                                {"parameters", model.num_parameters()},
+                                {"parameters", model.num_parameters()},  // this rank's shard
+                                {"model_parameters", whole_parameters},
                                 {"layers", config.layers},
                                 {"hidden", config.hidden},
                                 {"seq_len", T},
@@ -521,7 +524,8 @@ int train(TrainOptions o, const Fault& fault) {
     // TFLOPs per device: this rank's samples (with the step's mean masked count).
     r.flops = double(local_samples) * train_flops_per_sample(config, T, bert ? double(predictions) / double(samples) : 0) /
               double(grid.tensor_size() * grid.pipeline_size());
-    r.device_bytes = model.parameter_bytes() * 2 + optimizer.state_bytes() + model.activation_bytes();
+    r.device_bytes = device_bytes_allocated().peak;
+    r.pipeline_wait = pipeline.last_wait_seconds();
     metrics.record(r, step % o.log_interval == 0 || step == o.max_steps || step == start + 1);
     if (!o.checkpoint_dir.empty() && o.save_interval > 0 && step % o.save_interval == 0 && step != o.max_steps)
       save(step);

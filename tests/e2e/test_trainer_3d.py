@@ -26,11 +26,19 @@ def grid_args(data, tensor, pipeline, *extra):
     return ["--tensor-parallel", tensor, "--pipeline-parallel", pipeline, "--grad-accum", 4, "--layers", 4, *extra]
 
 
+# The learning rate of the runs. GPT's AdamW (β2 0.95) turns the rounding differences of gradients
+# summed in another order (data parallel alone makes them) into weight differences that grow with
+# the learning rate, in the c_proj weights most: measured at (2,1,1) after 20 steps, 1.3e-4 of the
+# largest magnitude at 2e-3, 4e-5 at GPT-2's default 6e-4 (the bar is 1e-4). BERT (β2 0.999):
+# under 1e-5 at 2e-3.
+LR = {"bert": "2e-3", "gpt": "6e-4"}
+
+
 def train(kind, shards, tmp, layout, steps, *extra, name=None):
     data, tensor, pipeline = layout
     name = name or f"{kind}-{data}{tensor}{pipeline}" + "".join(str(e).strip("-")[:2] for e in extra)
     return mpi.train(kind, shards, tmp, name, data * tensor * pipeline, 2 // data, steps,
-                     *grid_args(data, tensor, pipeline, *extra)), name
+                     *grid_args(data, tensor, pipeline, *extra), lr=LR[kind]), name
 
 
 def main():
@@ -54,10 +62,7 @@ def main():
                 got, _ = train(kind, shards[kind], tmp, layout, 20, *extra, *export(f"{kind}-{i}"),
                                name=f"{kind}-{i}")
                 mpi.close_losses(f"{what} against (1,1,1)", got, ref)
-                # GPT's weights reach 1.9e-4 after 20 steps at tensor 2 (the vocabulary-parallel
-                # cross-entropy rounds otherwise), over the issue's 1e-4: tracked in issue 15.
-                mpi.close_weights(what, os.path.join(tmp, f"{kind}-{i}.st"), os.path.join(tmp, f"{kind}-ref.st"),
-                                  tol=1e-4 if kind == "bert" else 2.5e-4)
+                mpi.close_weights(what, os.path.join(tmp, f"{kind}-{i}.st"), os.path.join(tmp, f"{kind}-ref.st"))
 
         # A checkpoint of whole tensors, whatever the layout: saved at (1,2,2) at step 10, resumed
         # at (2,1,2) and at (1,1,1).

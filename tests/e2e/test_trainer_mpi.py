@@ -52,10 +52,10 @@ def metrics(log_dir):
         return [json.loads(line) for line in f]
 
 
-def train(kind, shards, tmp, name, np, batch, steps, *extra):
+def train(kind, shards, tmp, name, np, batch, steps, *extra, lr="2e-3"):
     tool = cu.tool("bert_pretrain" if kind == "bert" else "gpt_pretrain")
     args = [tool, "--data", shards, "--model", "tiny", "--dropout", 0, "--batch-size", batch, "--max-steps", steps,
-            "--lr", "2e-3", "--warmup", 5, "--threads", 1, "--seed", 3, "--log-interval", 1000,
+            "--lr", lr, "--warmup", 5, "--threads", 1, "--seed", 3, "--log-interval", 1000,
             "--log-dir", os.path.join(tmp, name), *extra]
     if kind == "gpt":
         args += ["--seq-len", 32]
