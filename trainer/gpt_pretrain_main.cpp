@@ -7,7 +7,7 @@ int main(int argc, char** argv) {
   pretrain::ToolOptions common(app);
   pretrain::TrainOptions options;
   options.kind = pretrain::ModelKind::gpt;
-  options.batch_size = 8;
+  options.data.batch_size = 8;
   options.optimizer.lr = 6e-4;
   options.optimizer.beta2 = 0.95;
   options.optimizer.weight_decay = 0.1;

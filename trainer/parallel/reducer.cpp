@@ -1,4 +1,4 @@
-#include "trainer/reducer.h"
+#include "trainer/parallel/reducer.h"
 
 #include "common/error.h"
 
