@@ -127,13 +127,19 @@ def exposed_comm(grad_bytes, backward_s, ranks, nodes, a, overlap):
     if not overlap:
         t = allreduce_seconds(grad_bytes, ranks, nodes, a)
         return t, t
-    bucket = a.bucket_mb * 1e6
-    n = max(1, -(-grad_bytes // int(bucket)))
+    return bucketed_comm(grad_bytes, backward_s, a.bucket_mb, lambda size: allreduce_seconds(size, ranks, nodes, a))
+
+
+def bucketed_comm(grad_bytes, backward_s, bucket_mb, seconds):
+    """Buckets of bucket_mb all-reduced in turn as the backward pass (backward_s long) fills them,
+    each taking seconds(bytes): (total communication, what is left after the backward pass ends)."""
+    bucket = bucket_mb * 1e6
+    n = max(1, math.ceil(grad_bytes / bucket))
     link_free, total = 0.0, 0.0
     for k in range(1, n + 1):
         size = min(bucket, grad_bytes - (k - 1) * bucket)
         ready = backward_s * min(1.0, k * bucket / grad_bytes)
-        t = allreduce_seconds(size, ranks, nodes, a)
+        t = seconds(size)
         link_free = max(link_free, ready) + t
         total += t
     return total, max(0.0, link_free - backward_s)
@@ -404,16 +410,7 @@ def predict_3d(case, a, system):
 
 def exposed_comm_bw(grad_bytes, backward_s, ranks, bw, lat, bucket_mb):
     """exposed_comm() with an explicit bus bandwidth: buckets reduced as the backward fills them."""
-    bucket = bucket_mb * 1e6
-    n = max(1, math.ceil(grad_bytes / bucket))
-    link_free, total = 0.0, 0.0
-    for k in range(1, n + 1):
-        size = min(bucket, grad_bytes - (k - 1) * bucket)
-        ready = backward_s * min(1.0, k * bucket / grad_bytes)
-        x = ring_seconds(size, ranks, bw, lat)
-        link_free = max(link_free, ready) + x
-        total += x
-    return total, max(0.0, link_free - backward_s)
+    return bucketed_comm(grad_bytes, backward_s, bucket_mb, lambda size: ring_seconds(size, ranks, bw, lat))
 
 
 def system_003(a):
