@@ -1,6 +1,6 @@
 // The models on the CPU backend: gradients against finite differences of the loss, the same bits
-// at 1 and 2 threads, training that lowers the loss, checkpoints and safetensors round trips, and
-// damaged files. (Equality with PyTorch is tests/compat/test_trainer_torch.py.)
+// at 1 and 2 threads, training that lowers the loss, safetensors round trips and damaged files
+// (checkpoints: checkpoint_test.cpp). (Equality with PyTorch is tests/compat/test_trainer_torch.py.)
 #include <gtest/gtest.h>
 
 #include <tbb/global_control.h>
@@ -192,29 +192,6 @@ TEST_P(ModelTest, TrainingOnOneBatchLowersTheLoss) {
     }
     EXPECT_LT(last, 0.9 * first) << optimizer_name(kind);  // measured: bert 0.7, gpt 0.84
   }
-}
-
-TEST_P(ModelTest, CheckpointRoundTripRestoresWeightsAndMoments) {
-  TempDir dir;
-  Model model(tiny(GetParam()), kCpu);
-  model.init_weights(3);
-  OptimizerConfig oc;
-  Optimizer opt(oc, model);
-  const Data data(5);
-  model.zero_grads();
-  model.step(data.inputs(GetParam()), true, 1.0f, 0);
-  opt.step(1);
-  const std::string path = save_checkpoint(dir.path(), 1, model, opt, {{"step", 1}, {"loader", "{}"}});
-  ASSERT_EQ(latest_checkpoint(dir.path()).value(), path);
-
-  Model other(tiny(GetParam()), kCpu);
-  Optimizer other_opt(oc, other);
-  const auto state = load_checkpoint(path, other, other_opt);
-  EXPECT_EQ(state.at("step").get<int>(), 1);
-  const int64_t n = model.num_parameters();
-  EXPECT_TRUE(std::equal(model.weights(), model.weights() + n, other.weights()));
-  EXPECT_TRUE(std::equal(opt.m(), opt.m() + n, other_opt.m()));
-  EXPECT_TRUE(std::equal(opt.v(), opt.v() + n, other_opt.v()));
 }
 
 TEST_P(ModelTest, ReducedPrecisionStepsStayCloseToFp32) {

@@ -1,0 +1,113 @@
+// Checkpoints (trainer/checkpoint.h): a round trip restores weights and both AdamW moments bit
+// for bit; `latest` names the newest complete one; a checkpoint of another model, a truncated
+// tensor file, a damaged state.json or a `latest` naming nothing are refused with an error that
+// names the file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "common/error.h"
+#include "common/file.h"
+#include "test_util.h"
+#include "trainer/checkpoint.h"
+#include "trainer/optimizer.h"
+
+namespace pretrain {
+namespace {
+
+using pretrain::testing::TempDir;
+const Device kCpu{};
+
+ModelConfig tiny(ModelKind kind, int64_t hidden = 16) {
+  ModelConfig c = ModelConfig::preset(kind, "tiny");
+  c.layers = 2, c.hidden = hidden, c.heads = 2, c.intermediate = 4 * hidden, c.vocab_size = 23, c.max_positions = 16;
+  c.hidden_dropout = c.attention_dropout = 0.0f;
+  return c;
+}
+
+// A model with weights and moments that are not their initial values: one AdamW step on
+// gradients drawn from a seed.
+struct Trained {
+  Model model;
+  Optimizer optimizer;
+  Trained(ModelKind kind, uint64_t seed) : model(tiny(kind), kCpu), optimizer(OptimizerConfig{}, model) {
+    model.init_weights(seed);
+    std::mt19937 gen{uint32_t(seed)};
+    std::normal_distribution<float> normal(0.0f, 0.01f);
+    for (int64_t i = 0; i < model.num_parameters(); ++i) model.grads()[i] = normal(gen);
+    optimizer.step(1);
+  }
+};
+
+void expect_equal(const float* a, const float* b, int64_t n, const char* what) {
+  EXPECT_TRUE(std::equal(a, a + n, b)) << what;
+}
+
+class Checkpoint : public ::testing::TestWithParam<ModelKind> {};
+
+TEST_P(Checkpoint, RoundTripRestoresWeightsMomentsAndState) {
+  TempDir dir;
+  Trained a(GetParam(), 3);
+  const std::string path = save_checkpoint(dir.path(), 1, a.model, a.optimizer, {{"step", 1}, {"loader", "{}"}});
+  ASSERT_EQ(latest_checkpoint(dir.path()).value(), path);
+  Trained b(GetParam(), 4);
+  const auto state = load_checkpoint(path, b.model, b.optimizer);
+  EXPECT_EQ(state.at("step").get<int>(), 1);
+  const int64_t n = a.model.num_parameters();
+  expect_equal(a.model.weights(), b.model.weights(), n, "weights");
+  expect_equal(a.optimizer.m(), b.optimizer.m(), n, "first moments");
+  expect_equal(a.optimizer.v(), b.optimizer.v(), n, "second moments");
+  // A later one becomes the latest; the earlier one stays whole.
+  const std::string later = save_checkpoint(dir.path(), 7, b.model, b.optimizer, {{"step", 7}, {"loader", "{}"}});
+  EXPECT_EQ(latest_checkpoint(dir.path()).value(), later);
+  EXPECT_TRUE(file_exists(path_join(path, "state.json")));
+}
+
+TEST_P(Checkpoint, NoLatestMeansNoCheckpoint) {
+  TempDir dir;
+  EXPECT_FALSE(latest_checkpoint(dir.path()).has_value());
+}
+
+// What load_checkpoint must refuse, each with the file or the tensor named.
+TEST_P(Checkpoint, RefusesAnotherModelAndDamagedFiles) {
+  TempDir dir;
+  Trained a(GetParam(), 3);
+  const std::string path = save_checkpoint(dir.path(), 2, a.model, a.optimizer, {{"step", 2}, {"loader", "{}"}});
+  auto refused = [&](Model& model, Optimizer& opt, const std::string& want) {
+    try {
+      load_checkpoint(path, model, opt);
+      ADD_FAILURE() << "accepted; expected an error with '" << want << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  {  // another model: hidden 32 instead of 16
+    Model other(tiny(GetParam(), 32), kCpu);
+    Optimizer opt(OptimizerConfig{}, other);
+    refused(other, opt, "the model expects");
+  }
+  Trained b(GetParam(), 5);
+  {  // a truncated tensor file
+    const std::string file = path_join(path, "optimizer.safetensors");
+    const auto size = std::filesystem::file_size(file);
+    std::filesystem::resize_file(file, size / 2);
+    refused(b.model, b.optimizer, "optimizer.safetensors");
+  }
+  {  // a damaged state.json
+    std::ofstream(path_join(path, "state.json")) << "{\"step\": ";
+    refused(b.model, b.optimizer, "state.json");
+  }
+  // `latest` naming a directory that is not there.
+  std::ofstream(path_join(dir.path(), "latest")) << "step-00000099\n";
+  EXPECT_THROW(latest_checkpoint(dir.path()), Error);
+  std::ofstream(path_join(dir.path(), "latest")) << "../../etc\n";
+  EXPECT_THROW(latest_checkpoint(dir.path()), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, Checkpoint, ::testing::Values(ModelKind::bert, ModelKind::gpt),
+                         [](const auto& info) { return info.param == ModelKind::bert ? "bert" : "gpt"; });
+
+}  // namespace
+}  // namespace pretrain
