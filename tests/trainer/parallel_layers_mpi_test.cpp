@@ -81,7 +81,7 @@ class ParallelLayers : public ::testing::TestWithParam<std::tuple<int, bool>> {
 
   Device device_;
   Group group_;
-  const ModelShard one_;  // the single-rank layer
+  const ModelShard one_{};  // the single-rank layer
 };
 
 constexpr int64_t N = 8, IC = 16, OC = 24;
