@@ -7,5 +7,6 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/manifest.h"
+#include "common/model_kind.h"
 #include "common/progress.h"
 #include "common/utf8.h"

@@ -20,6 +20,12 @@ struct DeviceReport {
 };
 
 DeviceReport query_devices();
+// The one parser of a device string: "cpu", "cuda" (GPU 0) or "cuda:N". Throws UsageError otherwise.
+struct DeviceSpec {
+  bool cuda = false;
+  int index = 0;
+};
+DeviceSpec parse_device_spec(const std::string& device);
 // Throws Error with a clear message when `device` ("cpu", "cuda", "cuda:N") cannot be used here.
 void require_device(const std::string& device);
 

@@ -134,7 +134,7 @@ int pretrain_loader_next(pretrain_loader_t* loader, pretrain_batch_t* batch) {
     batch->size = holder->batch.size;
     batch->epoch = holder->batch.epoch;
     batch->index = holder->batch.index;
-    batch->kind = holder->batch.kind == pretrain::SampleKind::bert ? PRETRAIN_KIND_BERT : PRETRAIN_KIND_GPT;
+    batch->kind = holder->batch.kind == pretrain::ModelKind::bert ? PRETRAIN_KIND_BERT : PRETRAIN_KIND_GPT;
     batch->internal = holder.release();
     return PRETRAIN_OK;
   });
@@ -201,7 +201,7 @@ int pretrain_loader_info(const pretrain_loader_t* loader, pretrain_loader_info_t
     need(loader, "loader");
     need(out, "out");
     const pretrain::Loader& l = *loader->loader;
-    out->kind = l.config().kind == pretrain::SampleKind::bert ? PRETRAIN_KIND_BERT : PRETRAIN_KIND_GPT;
+    out->kind = l.config().kind == pretrain::ModelKind::bert ? PRETRAIN_KIND_BERT : PRETRAIN_KIND_GPT;
     out->batch_size = l.config().batch_size;
     out->seq_len = l.seq_len();
     out->max_predictions = l.max_predictions();

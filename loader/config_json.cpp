@@ -76,10 +76,7 @@ const std::map<std::string, Setter>& setters() {
          c.weights = get_list<double>(k, v, get_double);
        }},
       {"kind", [](LoaderConfig& c, const std::string& k, const json& v) {
-         std::string s = get_string(k, v);
-         if (s == "bert") c.kind = SampleKind::bert;
-         else if (s == "gpt") c.kind = SampleKind::gpt;
-         else throw UsageError(cat("loader option 'kind': expected \"bert\" or \"gpt\", found \"", s, "\""));
+         c.kind = parse_model_kind(get_string(k, v), "loader option 'kind'");
        }},
       {"batch_size", [](LoaderConfig& c, const std::string& k, const json& v) { c.batch_size = get_int(k, v); }},
       {"seq_len", [](LoaderConfig& c, const std::string& k, const json& v) { c.seq_len = get_int(k, v); }},
@@ -152,7 +149,7 @@ json loader_config_to_json(const LoaderConfig& c) {
   return json{
       {"sources", c.sources},
       {"weights", c.weights},
-      {"kind", c.kind == SampleKind::bert ? "bert" : "gpt"},
+      {"kind", model_kind_name(c.kind)},
       {"batch_size", c.batch_size},
       {"seq_len", c.seq_len},
       {"rank", c.rank},

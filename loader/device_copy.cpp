@@ -18,7 +18,7 @@ OutputLayout OutputLayout::make(const SlotLayout& slot, size_t id_size, bool sta
   const size_t bp = size_t(slot.batch_size) * size_t(slot.max_predictions) * id_size;
   size_t at = 0;
   auto take = [&](size_t bytes) { size_t here = at; at += align64(bytes); return here; };
-  if (slot.kind == SampleKind::bert) {
+  if (slot.kind == ModelKind::bert) {
     o.input_ids = take(bs);
     o.segment_ids = take(bs);
     o.input_mask = take(bs);

@@ -37,7 +37,7 @@ WidenArgs<T> widen_args(const SlotLayout& slot, const OutputLayout& out, int64_t
   a.token_row = slot.token_row();
   a.tokens16 = slot.token_dtype == TensorDType::u16;
   auto at = [dst](size_t offset) { return reinterpret_cast<T*>(dst + offset); };
-  if (slot.kind == SampleKind::bert) {
+  if (slot.kind == ModelKind::bert) {
     a.input_ids = src + slot.input_ids;
     a.segment_ids = src + slot.segment_ids;
     a.input_mask = src + slot.input_mask;

@@ -96,7 +96,7 @@ class CudaBackend final : public DeviceBackend {
     uint8_t* staging = job.device + job.out->staging;
     check(cudaMemcpyAsync(staging, job.host, job.slot->bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
     check(cudaEventRecord(host_done_[size_t(job.host_slot)], stream_), "cudaEventRecord(host_done)");
-    const bool bert = job.slot->kind == SampleKind::bert;
+    const bool bert = job.slot->kind == ModelKind::bert;
     if (job.out->id_size == 8) launch_widen(widen_args<int64_t>(*job.slot, *job.out, job.rows, staging, job.device), bert, stream_);
     else launch_widen(widen_args<int32_t>(*job.slot, *job.out, job.rows, staging, job.device), bert, stream_);
     check(cudaEventRecord(ready_[size_t(d)], stream_), "cudaEventRecord(ready)");

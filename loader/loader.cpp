@@ -23,6 +23,7 @@
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
 
+#include "common/device.h"
 #include "common/error.h"
 #include "common/hash.h"
 #include "loader/device_copy.h"
@@ -70,7 +71,7 @@ template int32_t* Tensor::as<int32_t>() const;
 template int64_t* Tensor::as<int64_t>() const;
 
 std::vector<std::pair<std::string, Tensor>> Batch::tensors() const {
-  if (kind == SampleKind::gpt) return {{"tokens", tokens}, {"targets", targets}};
+  if (kind == ModelKind::gpt) return {{"tokens", tokens}, {"targets", targets}};
   return {{"input_ids", input_ids}, {"segment_ids", segment_ids}, {"input_mask", input_mask},
           {"masked_lm_positions", masked_lm_positions}, {"masked_lm_ids", masked_lm_ids},
           {"mlm_labels", mlm_labels}, {"next_sentence_labels", next_sentence_labels}};
@@ -168,18 +169,10 @@ class Planner {
   uint64_t epoch_ = 0, consumed_ = 0;
 };
 
-int parse_device(const std::string& device) {
-  if (device == "cpu") return -1;
-  if (device == "cuda") return 0;
-  if (device.rfind("cuda:", 0) == 0) {
-    try {
-      size_t used = 0;
-      const int index = std::stoi(device.substr(5), &used);
-      if (used == device.size() - 5 && index >= 0) return index;
-    } catch (const std::exception&) {
-    }
-  }
-  throw UsageError(cat("device '", device, "': expected cpu, cuda or cuda:N"));
+// -1: the CPU; otherwise the CUDA device's index.
+int device_index(const std::string& device) {
+  const DeviceSpec spec = parse_device_spec(device);
+  return spec.cuda ? spec.index : -1;
 }
 
 void check_config(const LoaderConfig& c) {
@@ -190,9 +183,9 @@ void check_config(const LoaderConfig& c) {
   if (c.prefetch < 1) throw UsageError(cat("prefetch must be at least 1, not ", c.prefetch));
   if (c.id_dtype != TensorDType::i32 && c.id_dtype != TensorDType::i64)
     throw UsageError(cat("id_dtype must be int32 or int64, not ", dtype_name(c.id_dtype)));
-  if (c.kind == SampleKind::gpt && c.seq_len <= 0) throw UsageError("a GPT loader needs seq_len (tokens per sample)");
+  if (c.kind == ModelKind::gpt && c.seq_len <= 0) throw UsageError("a GPT loader needs seq_len (tokens per sample)");
   if (c.masking.enabled) {
-    if (c.kind != SampleKind::bert) throw UsageError("dynamic masking is for BERT loaders");
+    if (c.kind != ModelKind::bert) throw UsageError("dynamic masking is for BERT loaders");
     if (!(c.masking.probability > 0 && c.masking.probability <= 1))
       throw UsageError(cat("masking probability must be in (0, 1], not ", c.masking.probability));
     if (c.masking.max_predictions < 0) throw UsageError("masking max_predictions must not be negative");
@@ -305,10 +298,10 @@ struct Loader::Impl {
 
   explicit Impl(LoaderConfig c) : config(std::move(c)), arena(arena_slots(config.workers), 1) {
     check_config(config);
-    device = parse_device(config.device);
+    device = device_index(config.device);
     std::vector<ShardSet> sets = resolve_sources(config);
     // Blends and sources run their background work in our arena.
-    if (config.kind == SampleKind::bert) {
+    if (config.kind == ModelKind::bert) {
       BertSourceOptions o;
       o.sets = std::move(sets);
       o.seq_len = config.seq_len;
@@ -654,7 +647,7 @@ struct Loader::Impl {
       t.device = device;
       return t;
     };
-    if (config.kind == SampleKind::bert) {
+    if (config.kind == ModelKind::bert) {
       b.input_ids = tensor(out.input_ids, s);
       b.segment_ids = tensor(out.segment_ids, s);
       b.input_mask = tensor(out.input_mask, s);

@@ -29,9 +29,10 @@
 #include <string>
 #include <vector>
 
+#include "common/model_kind.h"
+
 namespace pretrain {
 
-enum class SampleKind { bert, gpt };
 enum class TensorDType : uint8_t { u8, i8, u16, i32, i64 };
 size_t dtype_size(TensorDType dtype);
 const char* dtype_name(TensorDType dtype);  // numpy's names: "uint8", "int32", …
@@ -77,7 +78,7 @@ struct LoaderConfig {
   // GPT only: blend the sources as Megatron's BlendedDataset does, source i with weight i (one per
   // source, normalised). Empty: the sources are concatenated into one dataset.
   std::vector<double> weights;
-  SampleKind kind = SampleKind::bert;
+  ModelKind kind = ModelKind::bert;
   int64_t batch_size = 32;  // per rank
   // GPT: tokens per sample (required; each sample reads seq_len + 1 tokens). BERT: 0 takes the
   // shards' seq_len, anything else must match it.
@@ -138,7 +139,7 @@ struct Batch {
   int64_t size = 0;       // samples (rows); the last batch of an epoch may be short
   uint64_t epoch = 0;
   uint64_t index = 0;     // batch number within the epoch (this rank's)
-  SampleKind kind = SampleKind::bert;
+  ModelKind kind = ModelKind::bert;
   // BERT: [size, seq_len] input_ids, segment_ids, input_mask; [size, max_predictions]
   // masked_lm_positions, masked_lm_ids (0-padded, NVIDIA's layout); mlm_labels [size, seq_len]
   // (the id at masked positions, -1 elsewhere); next_sentence_labels [size].

@@ -17,11 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool format_fits(const std::string& format, SampleKind kind) {
-  return kind == SampleKind::bert ? format == kFormatBertHdf5 : format == kFormatMegatron || format == kFormatLlmc;
+bool format_fits(const std::string& format, ModelKind kind) {
+  return kind == ModelKind::bert ? format == kFormatBertHdf5 : format == kFormatMegatron || format == kFormatLlmc;
 }
-
-const char* kind_name(SampleKind kind) { return kind == SampleKind::bert ? "bert" : "gpt"; }
 
 ShardSet from_manifest(const std::string& origin, const std::string& manifest_path, const LoaderConfig& config) {
   ShardSet set;
@@ -32,7 +30,7 @@ ShardSet from_manifest(const std::string& origin, const std::string& manifest_pa
     throw Error(Where{manifest_path}, "the manifest is marked incomplete: the run that writes these shards has not "
                                       "finished (or was interrupted; rerun it with --resume)");
   if (!format_fits(m.format, config.kind))
-    throw Error(Where{manifest_path}, cat("the shards are '", m.format, "', which a ", kind_name(config.kind),
+    throw Error(Where{manifest_path}, cat("the shards are '", m.format, "', which a ", model_kind_name(config.kind),
                                           " loader does not read"));
   if (m.shards.empty()) throw Error(Where{manifest_path}, "the manifest lists no shards");
   if (config.verify_checksums) {
@@ -71,7 +69,7 @@ ShardSet from_files(const std::string& origin, const LoaderConfig& config) {
   if (!fs::is_directory(origin, ec) && !fs::exists(origin, ec) && file_exists(megatron_idx_path(origin)))
     paths.push_back(origin);  // a Megatron prefix
   else
-    paths = expand_inputs({origin}, fs::is_directory(origin, ec) && config.kind == SampleKind::bert ? ".hdf5" : "");
+    paths = expand_inputs({origin}, fs::is_directory(origin, ec) && config.kind == ModelKind::bert ? ".hdf5" : "");
   std::set<std::string> seen;
   for (const std::string& path : paths) {
     const std::string format = format_of(path);
@@ -80,14 +78,14 @@ ShardSet from_files(const std::string& origin, const LoaderConfig& config) {
       throw Error(Where{path}, "not a shard: expected .hdf5/.h5 (BERT), a Megatron .bin/.idx pair or an llm.c .bin");
     }
     if (!format_fits(format, config.kind))
-      throw Error(Where{path}, cat("is a '", format, "' shard, which a ", kind_name(config.kind), " loader does not read"));
+      throw Error(Where{path}, cat("is a '", format, "' shard, which a ", model_kind_name(config.kind), " loader does not read"));
     if (!set.format.empty() && format != set.format)
       throw UsageError(Where{origin}, cat("mixes '", set.format, "' and '", format, "' shards; give them as separate sources"));
     set.format = format;
     const std::string file = format == kFormatMegatron ? megatron_prefix(path) : path;
     if (seen.insert(file).second) set.files.push_back(file);
   }
-  if (set.files.empty()) throw UsageError(Where{origin}, cat("holds no ", kind_name(config.kind), " shards"));
+  if (set.files.empty()) throw UsageError(Where{origin}, cat("holds no ", model_kind_name(config.kind), " shards"));
   // A manifest beside the files that lists all of them lends its tokenizer (vocabulary size, ids).
   const std::string beside = path_join(dir_name(set.files.front()), kManifestName);
   if (file_exists(beside)) {

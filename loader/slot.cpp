@@ -18,26 +18,26 @@ size_t align64(size_t n) { return (n + 63) & ~size_t(63); }
 
 }  // namespace
 
-SlotLayout SlotLayout::make(SampleKind kind, int64_t batch_size, int64_t seq_len,
+SlotLayout SlotLayout::make(ModelKind kind, int64_t batch_size, int64_t seq_len,
                             int64_t max_predictions, int64_t vocab_size, bool narrow_tokens) {
   if (batch_size <= 0) throw UsageError("batch size must be positive, not " + std::to_string(batch_size));
   if (seq_len <= 0) throw UsageError("sequence length must be positive, not " + std::to_string(seq_len));
-  if (kind == SampleKind::bert && (max_predictions < 0 || max_predictions > seq_len))
+  if (kind == ModelKind::bert && (max_predictions < 0 || max_predictions > seq_len))
     throw UsageError("max_predictions " + std::to_string(max_predictions) + " must be in [0, seq_len]");
-  if (kind == SampleKind::bert && seq_len > 65535)
+  if (kind == ModelKind::bert && seq_len > 65535)
     throw UsageError("BERT seq_len " + std::to_string(seq_len) + " is over 65535 (positions travel as uint16)");
   SlotLayout l;
   l.kind = kind;
   l.batch_size = batch_size;
   l.seq_len = seq_len;
-  l.max_predictions = kind == SampleKind::bert ? max_predictions : 0;
+  l.max_predictions = kind == ModelKind::bert ? max_predictions : 0;
   l.vocab_size = vocab_size;
   l.token_dtype = narrow_tokens && vocab_size > 0 && vocab_size <= 65536 ? TensorDType::u16 : TensorDType::i32;
   const size_t tok = dtype_size(l.token_dtype);
   const size_t bs = size_t(batch_size), s = size_t(seq_len), p = size_t(l.max_predictions);
   size_t at = 0;
   auto take = [&](size_t bytes) { size_t here = at; at += align64(bytes); return here; };
-  if (kind == SampleKind::bert) {
+  if (kind == ModelKind::bert) {
     l.input_ids = take(bs * s * tok);
     l.segment_ids = take(bs * s);
     l.input_mask = take(bs * s);

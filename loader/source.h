@@ -32,7 +32,7 @@ std::vector<ShardSet> resolve_sources(const LoaderConfig& config);
 // Byte layout of one host slot: arrays of one batch, each 64-byte aligned. Token ids are uint16
 // when the vocabulary fits (`token_dtype`), else int32; positions uint16, small fields uint8.
 struct SlotLayout {
-  SampleKind kind = SampleKind::bert;
+  ModelKind kind = ModelKind::bert;
   int64_t batch_size = 0, seq_len = 0, max_predictions = 0;
   TensorDType token_dtype = TensorDType::i32;  // u16 or i32
   int64_t vocab_size = 0;                      // ids must be < this (0: unchecked)
@@ -44,9 +44,9 @@ struct SlotLayout {
   size_t tokens = 0;
   size_t bytes = 0;
 
-  static SlotLayout make(SampleKind kind, int64_t batch_size, int64_t seq_len,
+  static SlotLayout make(ModelKind kind, int64_t batch_size, int64_t seq_len,
                          int64_t max_predictions, int64_t vocab_size, bool narrow_tokens);
-  int64_t token_row() const { return kind == SampleKind::gpt ? seq_len + 1 : seq_len; }
+  int64_t token_row() const { return kind == ModelKind::gpt ? seq_len + 1 : seq_len; }
 };
 
 // One host slot being filled: sources write rows through this, which narrows ids and checks them.

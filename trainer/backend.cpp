@@ -35,11 +35,10 @@ Device open_device(const std::string& spec, int threads) {
     d.name = cat("cpu (", d.threads, d.threads == 1 ? " thread)" : " threads)");
     return d;
   }
-  if (spec != "cuda" && spec.rfind("cuda:", 0) != 0)
-    throw UsageError(cat("--device: expected cpu, cuda or cuda:N, got '", spec, "'"));
+  const DeviceSpec parsed = parse_device_spec(spec);
   require_device(spec);  // a clear "no GPU here: …" before anything else is touched
   d.cuda = true;
-  d.index = spec == "cuda" ? 0 : std::atoi(spec.c_str() + 5);
+  d.index = parsed.index;
   cuda::open(d, d.index);
   return d;
 }

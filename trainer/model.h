@@ -19,11 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "common/model_kind.h"
 #include "trainer/backend.h"
 
 namespace pretrain {
-
-enum class ModelKind { bert, gpt };
 
 struct ModelConfig {
   ModelKind kind = ModelKind::bert;

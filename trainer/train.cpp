@@ -185,7 +185,7 @@ LoaderConfig loader_config(const TrainOptions& o, const Grid& grid, const Device
   const bool bert = o.kind == ModelKind::bert;
   LoaderConfig lc;
   lc.sources = o.data.sources;
-  lc.kind = bert ? SampleKind::bert : SampleKind::gpt;
+  lc.kind = bert ? ModelKind::bert : ModelKind::gpt;
   lc.batch_size = o.data.batch_size;
   lc.seed = o.run.seed;
   lc.workers = o.data.workers;
@@ -307,7 +307,7 @@ void print_config_line(const TrainOptions& o, const ModelConfig& config, const M
                        const Device& device, int64_t T, double peak_tflops) {
   int64_t whole = 0;  // the whole model's parameters, whatever the layout (the TFLOPs formulas count them)
   for (const ParamInfo& p : whole_model_params(config)) whole += p.numel;
-  const nlohmann::json run = {{"kind", o.kind == ModelKind::bert ? "bert" : "gpt"},
+  const nlohmann::json run = {{"kind", model_kind_name(o.kind)},
                               {"model", config.name},
                               {"parameters", model.num_parameters()},  // this rank's shard
                               {"model_parameters", whole},

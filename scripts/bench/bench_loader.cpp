@@ -29,7 +29,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // Reads one id per row so every batch is looked at, as a trainer would (the peers' tensors are
 // built whole too); the sum is printed so the compiler keeps the loads.
 uint64_t touch(const Batch& b) {
-  const Tensor& t = b.kind == SampleKind::bert ? b.input_ids : b.tokens;
+  const Tensor& t = b.kind == ModelKind::bert ? b.input_ids : b.tokens;
   uint64_t sum = 0;
   for (int64_t r = 0; r < t.shape[0]; ++r) {
     const size_t at = size_t(r * t.shape[1]) * dtype_size(t.dtype);
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   app.add_option("--step-ms", step_ms, "paced run: consumer's time per batch")->capture_default_str();
   app.add_option("--paced-batches", paced_batches, "paced run: batches (0: no paced run)")->capture_default_str();
   return run_tool(app, argc, argv, [&] {
-    config.kind = kind == "gpt" ? SampleKind::gpt : SampleKind::bert;
+    config.kind = kind == "gpt" ? ModelKind::gpt : ModelKind::bert;
     // int32 ids: what the CPU path hands a trainer; the peers give int64 (torch's default).
     uint64_t sum = 0;
 

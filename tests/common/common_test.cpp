@@ -232,3 +232,30 @@ TEST(Device, CpuAlwaysWorksAndCudaFailsCleanlyWithoutGpu) {
     EXPECT_NO_THROW(require_device("cuda:0"));
   }
 }
+
+// The one device-string parser every stage uses (the loader, the trainer, require_device).
+TEST(Device, ParsesCpuCudaAndCudaNAndRefusesTheRest) {
+  EXPECT_FALSE(parse_device_spec("cpu").cuda);
+  EXPECT_TRUE(parse_device_spec("cuda").cuda);
+  EXPECT_EQ(parse_device_spec("cuda").index, 0);
+  EXPECT_EQ(parse_device_spec("cuda:3").index, 3);
+  for (const char* bad : {"tpu", "cuda3", "cuda:", "cuda:-1", "cuda:1x", "CPU", "", "cuda:99999999"}) {
+    try {
+      parse_device_spec(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("expected cpu, cuda or cuda:N"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(ModelKind, NamesRoundTripAndOthersAreRefusedNamingTheOption) {
+  for (ModelKind k : {ModelKind::bert, ModelKind::gpt}) EXPECT_EQ(parse_model_kind(model_kind_name(k), "x"), k);
+  try {
+    parse_model_kind("t5", "--model");
+    ADD_FAILURE() << "accepted t5";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--model"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"t5\""), std::string::npos) << e.what();
+  }
+}

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   try {
     if (argc < 7) throw UsageError("usage: loader_gpt_dump OUT SEQ_LEN SEED EPOCHS WEIGHTS SOURCE...");
     LoaderConfig config;
-    config.kind = SampleKind::gpt;
+    config.kind = ModelKind::gpt;
     for (int i = 6; i < argc; ++i) config.sources.push_back(argv[i]);
     GptSourceOptions o;
     o.sets = resolve_sources(config);
@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
     }
     auto source = make_gpt_source(o);
     const int64_t n = int64_t(source->samples_per_epoch());
-    const SlotLayout layout = SlotLayout::make(SampleKind::gpt, n, o.seq_len, 0, 0, false);
+    const SlotLayout layout = SlotLayout::make(ModelKind::gpt, n, o.seq_len, 0, 0, false);
     std::vector<uint8_t> slot(layout.bytes);
     HostRows rows(layout, slot.data());
     AtomicFile out(argv[1]);

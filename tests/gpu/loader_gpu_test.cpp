@@ -94,7 +94,7 @@ TEST(GpuLoader, DeviceBatchesEqualTheCpuLoaders) {
       bert.id_dtype = ids;
       compare(bert, s);
       LoaderConfig gpt;
-      gpt.kind = SampleKind::gpt;
+      gpt.kind = ModelKind::gpt;
       gpt.sources = {dir.file("g")};
       gpt.seq_len = 64;
       gpt.batch_size = 4;

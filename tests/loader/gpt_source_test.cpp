@@ -27,7 +27,7 @@ using testing::TempDir;
 // A host slot of `batch` GPT rows of int32 tokens.
 struct Slot {
   Slot(int64_t batch, int64_t seq_len, int64_t vocab = 0)
-      : layout(SlotLayout::make(SampleKind::gpt, batch, seq_len, 0, vocab, false)), bytes(layout.bytes) {}
+      : layout(SlotLayout::make(ModelKind::gpt, batch, seq_len, 0, vocab, false)), bytes(layout.bytes) {}
   HostRows rows() { return HostRows(layout, bytes.data()); }
   std::vector<int32_t> row(int64_t r) const {
     const int32_t* t = reinterpret_cast<const int32_t*>(bytes.data() + layout.tokens) + r * layout.token_row();
@@ -375,7 +375,7 @@ TEST(GptSource, LoaderBatchesAreTheSourcesSamples) {
   TempDir dir;
   auto sequences = write_megatron(dir.file("a"), 300, 14, 0);
   LoaderConfig config;
-  config.kind = SampleKind::gpt;
+  config.kind = ModelKind::gpt;
   config.sources = {dir.file("a")};
   config.seq_len = 16;
   config.batch_size = 5;

@@ -74,7 +74,7 @@ std::vector<std::string> write_shards(const std::string& dir, const std::vector<
 LoaderConfig bert_config(const std::string& source) {
   LoaderConfig c;
   c.sources = {source};
-  c.kind = SampleKind::bert;
+  c.kind = ModelKind::bert;
   c.batch_size = 8;
   c.seed = 42;
   c.workers = 2;
@@ -464,7 +464,7 @@ TEST_F(LoaderTest, BadSourcesAreRefusedAtConstruction) {
   };
   expect_error(bert_config(dir.file("missing.hdf5")), "missing.hdf5");
   LoaderConfig gpt = bert_config(dir.path());
-  gpt.kind = SampleKind::gpt;
+  gpt.kind = ModelKind::gpt;
   gpt.seq_len = 8;
   expect_error(gpt, "bert-hdf5");
   LoaderConfig seq = bert_config(dir.path());
@@ -545,7 +545,7 @@ TEST_F(LoaderTest, CudaDeviceFailsClearlyWithoutAGpu) {
 
 // The widen step alone, on a hand-made slot: the CPU backend runs the kernel body the GPU runs.
 TEST(Widen, BertLabelsStopAtTheFirstZeroPositionAsNvidiaCountsThem) {
-  const SlotLayout slot = SlotLayout::make(SampleKind::bert, 2, 4, 3, 100, true);
+  const SlotLayout slot = SlotLayout::make(ModelKind::bert, 2, 4, 3, 100, true);
   std::vector<uint8_t> host(slot.bytes);
   HostRows rows(slot, host.data());
   const int32_t ids[4] = {1, 50, 60, 2};
@@ -571,7 +571,7 @@ TEST(Widen, BertLabelsStopAtTheFirstZeroPositionAsNvidiaCountsThem) {
 }
 
 TEST(Widen, GptTargetsAreTokensShiftedByOne) {
-  const SlotLayout slot = SlotLayout::make(SampleKind::gpt, 2, 3, 0, 70000, true);
+  const SlotLayout slot = SlotLayout::make(ModelKind::gpt, 2, 3, 0, 70000, true);
   EXPECT_EQ(slot.token_dtype, TensorDType::i32) << "70000 ids do not fit uint16";
   std::vector<uint8_t> host(slot.bytes);
   HostRows rows(slot, host.data());
