@@ -45,7 +45,7 @@ struct BertBatch {
 
 struct BertShardOptions {
   // Records per chunk (every chunk holds whole rows). 0 picks one so that an input_ids chunk is
-  // about 256 KiB (512 records at seq_len 128); see bert_hdf5.cpp for why.
+  // about 256 KiB (512 records at seq_len 128); see bert_hdf5_writer.cpp for why.
   int64_t records_per_chunk = 0;
   int gzip_level = 4;  // what NVIDIA's script gets from h5py's compression="gzip"
   // Chunks compressed concurrently (0: kDefaultInFlightChunks, 6 columns each, so 48 deflate tasks

@@ -5,34 +5,21 @@
 # --random: single BERT records read at random indices (each one inflates part of a chunk).
 # Defaults are the issue's sizes: 1,000,000 BERT seq-128 records and 500,000,000 tokens.
 # Reads are from the page cache (no root to drop it), for us and the peers alike.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+
+# shellcheck source=scripts/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 records=1000000 tokens=500000000 random=10000 threads=$(nproc) dir=""
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --records) records=$2; shift 2 ;;
-    --tokens) tokens=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --random) random=$2; shift 2 ;;
-    --dir) dir=$2; shift 2 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-done
-[[ -n $dir ]] || dir=$(mktemp -d -t pretrain-bench-formats.XXXXXX)
-mkdir -p "$dir"
-trap 'rm -rf "$dir"/bert "$dir"/megatron' EXIT
+bench_args --records=records --tokens=tokens --threads=threads --random=random --dir=dir -- "$@"
+bench_workdir dir formats bert megatron
 py=/usr/bin/python3
 
-if [[ ! -x build/bench/bench_bert_hdf5 || ! -x build/bench/bench_megatron ]]; then
-  cmake -S . -B build >/dev/null && cmake --build build -j "$(nproc)" --target bench_bert_hdf5 bench_megatron
-fi
+bench_build_missing build bench/bench_bert_hdf5 bench/bench_megatron
 results=$dir/results.txt
 : >"$results"
 run() {  # run SIDE CMD...: keeps the RESULT lines, tagged with the side
   local side=$1; shift
   echo "# $side: $*" >&2
-  "$@" | tee -a /dev/stderr | awk -v side="$side" '$1=="RESULT"{print side, $2, $3, $4}' >>"$results"
+  "$@" | bench_collect "$results" "$side"
 }
 mkdir -p "$dir/bert" "$dir/megatron"
 run ours build/bench/bench_bert_hdf5 --records "$records" --random "$random" --threads "$threads" --dir "$dir/bert"

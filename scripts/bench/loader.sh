@@ -13,40 +13,25 @@
 # batches of the paced runs (ours: enough to cross the first BERT shuffle window). The shards are made once by
 # make-pretraining-shards from the enwiki excerpt's documents repeated to size and cached in --data
 # (default ~/.cache/pretrain-bench/loader). Reads come from the page cache.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+
+# shellcheck source=scripts/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 bert_samples=200000 gpt_tokens=100000000 workers="1 2" bert_run=0 gpt_run=16000
 step_ms=5 paced_bert=2500 paced_gpt=1000 paced_peer=300
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/pretrain-bench/loader build=build
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --bert-samples) bert_samples=$2; shift 2 ;;
-    --gpt-tokens) gpt_tokens=$2; shift 2 ;;
-    --workers) workers=$2; shift 2 ;;
-    --bert-run) bert_run=$2; shift 2 ;;
-    --gpt-run) gpt_run=$2; shift 2 ;;
-    --step-ms) step_ms=$2; shift 2 ;;
-    --paced-bert) paced_bert=$2; shift 2 ;;
-    --paced-gpt) paced_gpt=$2; shift 2 ;;
-    --paced-peer) paced_peer=$2; shift 2 ;;
-    --data) cache=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-done
-data=${PRETRAIN_SHARED_DATA:-../shared/data}
-wiki=$data/wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.wikiextractor.jsonl
-vocab=$data/vocab/bert-base-uncased-vocab.txt
-encoder=$data/vocab/gpt2-encoder.json
-[[ -f $wiki ]] || { echo "loader.sh: $wiki not found (set PRETRAIN_SHARED_DATA)" >&2; exit 1; }
+bench_args --bert-samples=bert_samples --gpt-tokens=gpt_tokens --workers=workers --bert-run=bert_run \
+  --gpt-run=gpt_run --step-ms=step_ms --paced-bert=paced_bert --paced-gpt=paced_gpt --paced-peer=paced_peer \
+  --data=cache --build=build -- "$@"
+wiki=$enwiki_jsonl
+vocab=$shared_data/vocab/bert-base-uncased-vocab.txt
+encoder=$shared_data/vocab/gpt2-encoder.json
+bench_require "$wiki" "loader.sh: $wiki not found (set PRETRAIN_SHARED_DATA)"
 py=/usr/bin/python3
-cmake -S . -B "$build" >/dev/null
-cmake --build "$build" -j "$(nproc)" --target make-pretraining-shards >/dev/null
+bench_build "$build" make-pretraining-shards
 shards=$build/datagen/make-pretraining-shards
 mkdir -p "$cache"
-tmp=$(mktemp -d -t pretrain-bench-loader.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+bench_tmpdir loader
+tmp=$bench_tmp
 
 # corpus COPIES OUT: the excerpt's documents COPIES times over, each copy with new ids.
 corpus() {
@@ -81,13 +66,13 @@ gpt=$cache/gpt2-$gpt_tokens
 make_shards bert "$vocab" "$bert_samples" instances "$bert" --seq-len 128 --max-predictions 20 --dupe-factor 5 --num-shards 8
 make_shards gpt "$encoder" "$gpt_tokens" tokens "$gpt"
 gpt_prefix=$(ls "$gpt"/*.idx | head -1); gpt_prefix=${gpt_prefix%.idx}
-cmake --build "$build" -j "$(nproc)" --target bench_loader >/dev/null
+bench_build "$build" bench_loader
 
 results=$tmp/results.txt
 : >"$results"
 run() {  # run CMD...: keeps the RESULT lines
   echo "# $*" >&2
-  "$@" | tee -a /dev/stderr | awk '$1=="RESULT"' >>"$results"
+  "$@" | bench_collect "$results" RESULT
 }
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 bert_args=(--source "$bert" --batch 64 --samples "$bert_run" --step-ms "$step_ms")

@@ -9,31 +9,19 @@
 # least: "ratio per CPU-s" compares tokens per CPU-second with the tokenizer's alone.
 #   scripts/bench/shards.sh [--text-mb 1024] [--peer-mb 20 (0: no peer)] [--dupe 2] [--threads "1 2"]
 #                           [--models "bert gpt"] [--levels "4"  (BERT gzip levels, one run each)]
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+
+# shellcheck source=scripts/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 text_mb=1024 peer_mb=20 dupe=2 threads="1 $(nproc)" models="bert gpt" levels=4
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --text-mb) text_mb=$2; shift 2 ;;
-    --peer-mb) peer_mb=$2; shift 2 ;;
-    --dupe) dupe=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --models) models=$2; shift 2 ;;
-    --levels) levels=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-done
-data=${PRETRAIN_SHARED_DATA:-../shared/data}
-wiki=$data/wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.wikiextractor.jsonl
-vocab=$data/vocab/bert-base-uncased-vocab.txt
-encoder=$data/vocab/gpt2-encoder.json
-[[ -f $wiki ]] || { echo "shards.sh: $wiki not found (set PRETRAIN_SHARED_DATA)" >&2; exit 1; }
-[[ -x .venv/bin/python ]] || scripts/setup_deps.sh
-cmake -S . -B build >/dev/null
-cmake --build build -j "$(nproc)" --target make-pretraining-shards bench_tokenizers >/dev/null
-dir=$(mktemp -d -t pretrain-bench-shards.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+bench_args --text-mb=text_mb --peer-mb=peer_mb --dupe=dupe --threads=threads --models=models --levels=levels -- "$@"
+wiki=$enwiki_jsonl
+vocab=$shared_data/vocab/bert-base-uncased-vocab.txt
+encoder=$shared_data/vocab/gpt2-encoder.json
+bench_require "$wiki" "shards.sh: $wiki not found (set PRETRAIN_SHARED_DATA)"
+bench_venv
+bench_build build make-pretraining-shards bench_tokenizers
+bench_tmpdir shards
+dir=$bench_tmp
 
 # The corpus: documents repeated (new ids) to the size asked; the text lines for the tokenizer
 # alone; a Google-format slice for the Python peer.

@@ -6,29 +6,19 @@
 # libsentencepiece called directly. Tokens/s, best of 3 runs; token counts must agree.
 #   scripts/bench/tokenizers.sh [--threads "1 2"] [--repeat K] [--runs R]
 # --repeat K: the text K times over (more work per run; BPE word caches do get warmer).
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+
+# shellcheck source=scripts/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 threads="1 $(nproc)" repeat=1 runs=3
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --threads) threads=$2; shift 2 ;;
-    --repeat) repeat=$2; shift 2 ;;
-    --runs) runs=$2; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-done
-data=${PRETRAIN_SHARED_DATA:-../shared/data}
-vocab=$data/vocab
-wiki=$data/wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.wikiextractor.jsonl
-[[ -f $wiki ]] || { echo "tokenizers.sh: $wiki not found (set PRETRAIN_SHARED_DATA)" >&2; exit 1; }
+bench_args --threads=threads --repeat=repeat --runs=runs -- "$@"
+vocab=$shared_data/vocab
+wiki=$enwiki_jsonl
+bench_require "$wiki" "tokenizers.sh: $wiki not found (set PRETRAIN_SHARED_DATA)"
 py=.venv/bin/python
-[[ -x $py ]] || scripts/setup_deps.sh
-if [[ ! -x build/bench/bench_tokenizers ]]; then
-  cmake -S . -B build >/dev/null && cmake --build build -j "$(nproc)" --target bench_tokenizers
-fi
-dir=$(mktemp -d -t pretrain-bench-tok.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+bench_venv
+bench_build_missing build bench/bench_tokenizers
+bench_tmpdir tok
+dir=$bench_tmp
 text=$dir/enwiki.txt
 /usr/bin/python3 - "$wiki" "$text" "$repeat" <<'PY'
 import json, sys
@@ -45,7 +35,7 @@ results=$dir/results.txt
 run() {  # run SIDE THREADS CMD...: keeps the RESULT lines, tagged with side and threads
   local side=$1 t=$2; shift 2
   echo "# $side, $t thread(s): $*" >&2
-  "$@" | tee -a /dev/stderr | awk -v side="$side" -v t="$t" '$1=="RESULT"{print side, t, $2, $3, $4, $5}' >>"$results"
+  "$@" | bench_collect "$results" "$side" "$t"
 }
 ours=build/bench/bench_tokenizers
 for t in $threads; do
@@ -66,7 +56,7 @@ done
 import sys
 rows = {}
 for line in open(sys.argv[1]):
-    side, t, case, rate, secs, tokens = line.split()
+    side, t, case, rate, secs, tokens = line.split()[:6]
     rows[(case, int(t))] = (float(rate), int(tokens))
 pairs = [("wordpiece", "wordpiece_hf", "HF tokenizers BertWordPiece", "≥ 3× (1 thread)"),
          ("bpe", "bpe_tiktoken", "tiktoken gpt2", "≥ 1× (1 thread)"),

@@ -5,24 +5,16 @@
 # run. Then, on paper, FLOPs and bytes per step of BERT-large and GPT-2 124M and the step time an
 # H100 (989 TFLOPs bf16) needs at 60% MFU.
 #   scripts/bench/trainer_cpu.sh [--threads "1 2"] [--steps 10] [--build DIR]
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+
+# shellcheck source=scripts/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 threads="1 2" steps=10 build=build
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --threads) threads=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-done
+bench_args --threads=threads --steps=steps --build=build -- "$@"
 py=.venv/bin/python
-[[ -x $py ]] || { echo "trainer_cpu.sh: .venv with transformers missing (run scripts/setup_deps.sh)" >&2; exit 1; }
-cmake -S . -B "$build" >/dev/null
-cmake --build "$build" -j "$(nproc)" --target bench_trainer >/dev/null
-tmp=$(mktemp -d -t pretrain-bench-trainer.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+bench_require $py "trainer_cpu.sh: .venv with transformers missing (run scripts/setup_deps.sh)"
+bench_build "$build" bench_trainer
+bench_tmpdir trainer
+tmp=$bench_tmp
 cases=("bert small 128 8" "gpt tiny 256 8")
 for t in $threads; do
   for c in "${cases[@]}"; do

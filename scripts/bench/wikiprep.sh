@@ -10,31 +10,18 @@
 # Peak RSS from /usr/bin/time -v. Goals: plain XML >= 50x wikiextractor's MB/s per core; bz2 >= 85%
 # of lbzip2's rate; peak RSS <= 1 GB. Ends with the projected time for the full enwiki dump
 # (~22 GB bz2, ~95 GB XML) on 16 cores, assuming the per-core rates scale.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+
+# shellcheck source=scripts/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 xml_mb=500 we_mb=60 threads="1 2" dir="" build=build
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --xml-mb) xml_mb=$2; shift 2 ;;
-    --we-mb) we_mb=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --dir) dir=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
-  esac
-done
-data=${PRETRAIN_SHARED_DATA:-../shared/data}/wikipedia
-[[ -d $data ]] || { echo "no shared data at $data (set PRETRAIN_SHARED_DATA)" >&2; exit 1; }
+bench_args --xml-mb=xml_mb --we-mb=we_mb --threads=threads --dir=dir --build=build -- "$@"
+data=$shared_data/wikipedia
+bench_require "$data" "no shared data at $data (set PRETRAIN_SHARED_DATA)"
 wikiprep=$build/datagen/wikiprep
-if [[ ! -x $wikiprep ]]; then
-  cmake -S . -B "$build" >/dev/null && cmake --build "$build" -j "$(nproc)" --target wikiprep
-fi
+bench_build_missing "$build" datagen/wikiprep
 wikiextractor=.venv/bin/wikiextractor
-[[ -x $wikiextractor ]] || { echo "no $wikiextractor: run scripts/setup_deps.sh" >&2; exit 1; }
-[[ -n $dir ]] || dir=$(mktemp -d -t pretrain-bench-wikiprep.XXXXXX)
-mkdir -p "$dir"
-trap 'rm -rf "$dir"/out "$dir"/we' EXIT
+bench_require $wikiextractor "no $wikiextractor: run scripts/setup_deps.sh"
+bench_workdir dir wikiprep out we
 py=/usr/bin/python3
 
 # ---- input ------------------------------------------------------------------------------------

@@ -1,0 +1,57 @@
+// BertBatch: records as the datasets hold them (struct of arrays, row-major).
+#include "formats/bert_hdf5.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "common/error.h"
+
+namespace pretrain {
+
+void BertBatch::resize(int64_t n, int64_t seq, int64_t max_pred) {
+  auto elements = [](int64_t a, int64_t b) {
+    int64_t r;
+    if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r)) throw Error(cat("BertBatch of ", a, " x ", b, " is too large"));
+    return static_cast<size_t>(r);
+  };
+  size = n, seq_len = seq, max_predictions = max_pred;
+  input_ids.resize(elements(n, seq));
+  input_mask.resize(elements(n, seq));
+  segment_ids.resize(elements(n, seq));
+  masked_lm_positions.resize(elements(n, max_pred));
+  masked_lm_ids.resize(elements(n, max_pred));
+  next_sentence_labels.resize(elements(n, 1));
+}
+
+BertRecord BertBatch::record(int64_t i) const {
+  BertRecord r;
+  auto row = [i](const auto& v, int64_t w) {
+    auto first = v.begin() + i * w;
+    return std::vector<int32_t>(first, first + w);
+  };
+  r.input_ids = row(input_ids, seq_len);
+  r.input_mask = row(input_mask, seq_len);
+  r.segment_ids = row(segment_ids, seq_len);
+  r.masked_lm_positions = row(masked_lm_positions, max_predictions);
+  r.masked_lm_ids = row(masked_lm_ids, max_predictions);
+  r.next_sentence_label = next_sentence_labels[static_cast<size_t>(i)];
+  return r;
+}
+
+void BertBatch::set(int64_t i, const BertRecord& r) {
+  auto put = [i](auto& v, int64_t w, const std::vector<int32_t>& src) {
+    using T = typename std::decay_t<decltype(v)>::value_type;
+    auto* row = v.data() + i * w;
+    int64_t n = std::min<int64_t>(w, static_cast<int64_t>(src.size()));
+    for (int64_t j = 0; j < n; ++j) row[j] = static_cast<T>(src[static_cast<size_t>(j)]);
+    std::fill(row + n, row + w, T{0});
+  };
+  put(input_ids, seq_len, r.input_ids);
+  put(input_mask, seq_len, r.input_mask);
+  put(segment_ids, seq_len, r.segment_ids);
+  put(masked_lm_positions, max_predictions, r.masked_lm_positions);
+  put(masked_lm_ids, max_predictions, r.masked_lm_ids);
+  next_sentence_labels[static_cast<size_t>(i)] = static_cast<int8_t>(r.next_sentence_label);
+}
+
+}  // namespace pretrain

@@ -1,0 +1,23 @@
+// Checks a file must pass before libhdf5 1.10 sees it (internal to formats/): that library trusts
+// fields a damaged file can set, and some of them crash the process inside its own calls, before
+// any check after the call could run. Each guard names the crash it prevents; none is a second
+// HDF5 parser.
+#pragma once
+#include <hdf5.h>
+
+#include <string>
+
+#include "common/file.h"
+
+namespace pretrain::hdf5 {
+
+// Validates the signature before handing the file to libhdf5, which trusts more than it should.
+// Throws Error naming the file when there is no HDF5 signature at byte 0 or 512 * 2^k.
+void check_hdf5_signature(const std::string& path);
+
+// Refuses (throws Error at the layout message's offset) a chunked layout message with a chunk
+// dimension of 0 in dataset `name`'s first object header chunk; call it before H5Dopen2.
+// `map` is `path` mapped; `file` is it opened with H5Fopen.
+void check_layout_dims(const std::string& path, const MappedFile& map, hid_t file, const char* name);
+
+}  // namespace pretrain::hdf5

@@ -1,0 +1,103 @@
+# Shared header of the scripts/bench/*.sh benchmarks; each sources it right after its comment block:
+#
+#   # shellcheck source=scripts/bench/lib.sh
+#   source "$(dirname "$0")/lib.sh"
+#
+# Sourcing it sets strict mode and moves to the repository root. A script's --help is its leading
+# comment block (the lines after the shebang up to the first line that is not a comment, so a
+# blank line ends it), and the usage text lives in one place, at the top of the script.
+# shellcheck shell=bash
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+# The shared data (real dump excerpts, vocabularies) and the enwiki excerpt's wikiextractor text.
+# shellcheck disable=SC2034  # used by the scripts that source this
+shared_data=${PRETRAIN_SHARED_DATA:-../shared/data}
+# shellcheck disable=SC2034
+enwiki_jsonl=$shared_data/wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.wikiextractor.jsonl
+
+# bench_help: prints the calling script's leading comment block.
+bench_help() {
+  awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"
+}
+
+# bench_args --flag=var... -- "$@": sets each var from "--flag VALUE"; -h/--help prints the help and
+# exits 0; anything else is a usage error (exit 2).
+bench_args() {
+  local -A vars=()
+  while [[ $# -gt 0 && $1 != -- ]]; do
+    vars[${1%%=*}]=${1#*=}
+    shift
+  done
+  shift
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+      -h|--help) bench_help; exit 0 ;;
+    esac
+    if [[ -n ${vars[$1]:-} ]]; then
+      printf -v "${vars[$1]}" '%s' "$2"
+      shift 2
+    else
+      echo "unknown argument $1" >&2
+      exit 2
+    fi
+  done
+}
+
+# bench_require PATH MESSAGE: exits 1 with MESSAGE when PATH does not exist.
+bench_require() {
+  [[ -e $1 ]] || { echo "$2" >&2; exit 1; }
+}
+
+# bench_venv: makes the project's .venv (scripts/setup_deps.sh) when it is missing.
+bench_venv() {
+  [[ -x .venv/bin/python ]] || scripts/setup_deps.sh
+}
+
+# bench_build DIR TARGET...: configures DIR and builds the targets, quietly.
+bench_build() {
+  local build=$1; shift
+  cmake -S . -B "$build" >/dev/null
+  cmake --build "$build" -j "$(nproc)" --target "$@" >/dev/null
+}
+
+# bench_build_missing DIR BINARY...: builds the BINARYs (paths under DIR; the target is the file
+# name) when one of them is missing, showing the build's output.
+bench_build_missing() {
+  local build=$1 bin missing=0 targets=(); shift
+  for bin in "$@"; do
+    [[ -x $build/$bin ]] || missing=1
+    targets+=("$(basename "$bin")")
+  done
+  if ((missing)); then
+    cmake -S . -B "$build" >/dev/null && cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
+  fi
+}
+
+# What goes on exit: the temporary directories below add to it.
+bench_cleanup=()
+trap 'rm -rf "${bench_cleanup[@]}"' EXIT
+
+# bench_tmpdir NAME: a fresh temporary directory in $bench_tmp, removed on exit.
+bench_tmpdir() {
+  bench_tmp=$(mktemp -d -t "pretrain-bench-$1.XXXXXX")
+  bench_cleanup+=("$bench_tmp")
+}
+
+# bench_workdir VAR NAME SUBDIR...: the directory in VAR (a fresh temporary one when VAR is empty),
+# created; on exit only its SUBDIRs are removed, so what else it holds (inputs made once, results)
+# stays for a rerun with --dir.
+bench_workdir() {
+  local path=${!1} sub
+  [[ -n $path ]] || path=$(mktemp -d -t "pretrain-bench-$2.XXXXXX")
+  mkdir -p "$path"
+  printf -v "$1" '%s' "$path"
+  for sub in "${@:3}"; do bench_cleanup+=("$path/$sub"); done
+}
+
+# ... | bench_collect FILE TAG...: passes a benchmark's output through to stderr and appends its
+# RESULT lines to FILE as "TAG... FIELD..." (the fields after the word RESULT).
+bench_collect() {
+  local file=$1; shift
+  tee -a /dev/stderr | awk -v tags="$*" '$1 == "RESULT" { $1 = tags; print }' >>"$file"
+}
