@@ -286,12 +286,16 @@ class ShardSeries {
       return;
     }
     Manifest kept = old;
+    // An interrupted run's manifest (complete = false) lists the shards it finished: verify those
+    // like any other, rather than stopping at the manifest's own "did not finish".
+    kept.complete = true;
     auto problems = verify_manifest(kept, dir_);
     if (!problems.empty()) {
       log_warn(cat("--resume: ", problems[0].file, ": ", problems[0].message, "; rewriting the shards from there"));
-      // Keep the shards before the first bad one.
+      // Keep the shards before the first bad one (the problem may name a shard's companion .idx).
+      auto names = [&](const ShardEntry& e) { return e.file == problems[0].file || e.companions.count(problems[0].file); };
       size_t good = 0;
-      while (good < kept.shards.size() && kept.shards[good].file != problems[0].file) ++good;
+      while (good < kept.shards.size() && !names(kept.shards[good])) ++good;
       kept.shards.resize(good);
     }
     entries_ = kept.shards;

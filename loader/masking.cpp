@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/counter_rng.h"
+#include "common/error.h"
 
 namespace pretrain {
 
@@ -20,6 +21,8 @@ template <typename Token>
 void mask_typed(const MaskingPlan& plan, const HostRows& rows, int64_t row, uint64_t epoch, uint64_t sample_id) {
   const SlotLayout& l = rows.layout();
   const int64_t s = l.seq_len, p = l.max_predictions;
+  if (plan.max_predictions > p)  // the picks would run past the row's masked_lm arrays
+    throw Error(cat("internal: masking ", plan.max_predictions, " predictions in a slot of ", p));
   Token* ids = rows.array<Token>(l.input_ids) + row * s;
   const uint8_t* input_mask = rows.array<uint8_t>(l.input_mask) + row * s;
   uint16_t* positions = rows.array<uint16_t>(l.masked_lm_positions) + row * p;

@@ -1,0 +1,471 @@
+// make-pretraining-shards as a library (datagen/make_shards.h), on a small corpus and WordPiece
+// vocabulary the test writes: the manifest's fields against the files and the run's statistics,
+// the stages' outputs (BERT records well formed and their statistics; GPT documents each once with
+// EOD), --resume skipping the finished shards whose checksums verify and rewriting from the first
+// that does not, byte-identical output at 1 and 2 threads, and the refusal of bad options.
+#include "datagen/make_shards.h"
+
+#include <gtest/gtest.h>
+
+#include <oneapi/tbb/global_control.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+#include "common/error.h"
+#include "common/file.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/manifest.h"
+#include "formats/bert_hdf5.h"
+#include "formats/megatron.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pretrain {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+const std::vector<std::string> kWords = {"the", "ship", "light", "tower", "sea", "stone", "bread", "flour", "water",
+                                         "lamp", "island", "harbour", "keeper", "storm", "night", "rock", "salt",
+                                         "wind", "rope", "boat", "oven", "yeast", "fire", "glass"};
+constexpr int64_t kSpecials = 5;  // [PAD] [UNK] [CLS] [SEP] [MASK], ids 0–4
+
+// A corpus in Google BERT's text format (one sentence per line, a blank line between documents):
+// `docs` documents of 1–8 sentences of 3–12 words, some with a word outside the vocabulary.
+struct Corpus {
+  std::string text_path, vocab_path;
+  std::vector<std::vector<std::string>> documents;  // sentences
+};
+
+Corpus write_corpus(const TempDir& dir, int docs, uint32_t seed) {
+  Corpus c;
+  c.vocab_path = dir.file("vocab.txt");
+  c.text_path = dir.file("corpus.txt");
+  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n.\n";
+  for (const auto& w : kWords) vocab += w + "\n";
+  write_file_atomic(c.vocab_path, vocab);
+  std::mt19937 gen(seed);
+  std::string text;
+  for (int d = 0; d < docs; ++d) {
+    std::vector<std::string> doc;
+    const int sentences = 1 + int(gen() % 8);
+    for (int s = 0; s < sentences; ++s) {
+      std::string line;
+      const int words = 3 + int(gen() % 10);
+      for (int w = 0; w < words; ++w) line += (w ? " " : "") + (gen() % 40 == 0 ? std::string("zebra") : kWords[gen() % kWords.size()]);
+      line += " .";
+      doc.push_back(line);
+      text += line + "\n";
+    }
+    text += "\n";
+    c.documents.push_back(doc);
+  }
+  write_file_atomic(c.text_path, text);
+  return c;
+}
+
+MakeShardsOptions bert_options(const Corpus& c, const std::string& out) {
+  MakeShardsOptions o;
+  o.model = ShardModel::bert;
+  o.inputs = {c.text_path};
+  o.tokenizer = c.vocab_path;
+  o.output_dir = out;
+  o.bert.seq_len = 32;
+  o.bert.max_predictions = 5;
+  o.dupe_factor = 3;
+  o.num_shards = 3;
+  o.seed = 4242;
+  o.args = {"make-pretraining-shards", "--test"};
+  o.bucket_bytes = 4096;          // several spill buckets
+  o.checkpoint_bytes = 2048;      // several tokenize checkpoints
+  return o;
+}
+
+// Every regular file under `dir`: relative path → xxh3 and size of its bytes (the manifest's without
+// its run statistics, which hold times).
+std::map<std::string, std::string> output_files(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const std::string rel = fs::relative(e.path(), dir).string();
+    std::string bytes = read_file(e.path().string());
+    if (e.path().filename() == kManifestName) {
+      nlohmann::json j = nlohmann::json::parse(bytes);
+      j.erase("stats");
+      bytes = j.dump();
+    }
+    out[rel] = hex64(xxh3_bytes(bytes.data(), bytes.size())) + " " + std::to_string(bytes.size());
+  }
+  return out;
+}
+
+class MakeShards : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    set_log_level(LogLevel::warn);
+    corpus = write_corpus(dir, 60, 1);
+  }
+  TempDir dir;
+  Corpus corpus;
+};
+
+TEST_F(MakeShards, TheManifestDescribesTheShardsAndTheRun) {
+  const std::string out = dir.file("out");
+  const MakeShardsOptions o = bert_options(corpus, out);
+  const MakeShardsStats stats = run_make_shards(o);
+  EXPECT_EQ(stats.documents, corpus.documents.size());
+  EXPECT_EQ(stats.train_documents, corpus.documents.size());
+  EXPECT_EQ(stats.valid_documents, 0u);
+  EXPECT_EQ(stats.shards, 3u);
+  ASSERT_GT(stats.instances, 30u);
+
+  const Manifest m = Manifest::read(path_join(out, kManifestName));
+  EXPECT_EQ(m.format, kFormatBertHdf5);
+  EXPECT_EQ(m.version, kManifestVersion);
+  EXPECT_TRUE(m.complete);
+  EXPECT_EQ(m.seq_len, 32);
+  EXPECT_EQ(m.max_predictions, 5);
+  EXPECT_EQ(m.args, o.args);
+  ASSERT_TRUE(m.seed.has_value());
+  EXPECT_EQ(*m.seed, 4242u);
+  EXPECT_EQ(m.tool.rfind("make-pretraining-shards ", 0), 0u) << m.tool;
+  EXPECT_EQ(m.tokenizer.kind, "wordpiece");
+  EXPECT_EQ(m.tokenizer.vocab_size, kSpecials + 1 + int64_t(kWords.size()));
+  EXPECT_EQ(m.tokenizer.vocab_hash, hex64(xxh3_file(corpus.vocab_path)));
+  EXPECT_EQ(m.tokenizer.special_ids.at("cls"), 2);
+  EXPECT_EQ(m.tokenizer.special_ids.at("sep"), 3);
+  EXPECT_EQ(m.tokenizer.special_ids.at("mask"), 4);
+  EXPECT_EQ(m.stats.at("instances").get<uint64_t>(), stats.instances);
+  EXPECT_EQ(m.stats.at("documents").get<uint64_t>(), stats.documents);
+
+  // Shards train-00000…: equal sizes (±1, the first ones larger), records, bytes and xxh3 true.
+  ASSERT_EQ(m.shards.size(), 3u);
+  uint64_t records = 0;
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    const ShardEntry& e = m.shards[i];
+    EXPECT_EQ(e.file, "train-0000" + std::to_string(i) + ".hdf5");
+    const std::string path = path_join(out, e.file);
+    EXPECT_EQ(e.bytes, file_size(path));
+    EXPECT_EQ(e.xxh3, hex64(xxh3_file(path)));
+    BertShardReader reader(path);
+    EXPECT_EQ(uint64_t(reader.size()), e.records);
+    EXPECT_EQ(e.records, stats.instances / 3 + (i < stats.instances % 3 ? 1 : 0)) << e.file;
+    records += e.records;
+  }
+  EXPECT_EQ(records, stats.instances);
+  EXPECT_TRUE(verify_manifest(m, out, [](const std::string& p) { return uint64_t(BertShardReader(p).size()); }).empty());
+  // Nothing else is left: no work directory, no temporary files.
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(out)) names.insert(e.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"manifest.json", "train-00000.hdf5", "train-00001.hdf5", "train-00002.hdf5"}));
+}
+
+TEST_F(MakeShards, BertRecordsAreWellFormedAndCountedInTheStatistics) {
+  const std::string out = dir.file("out");
+  MakeShardsOptions o = bert_options(corpus, out);
+  const MakeShardsStats stats = run_make_shards(o);
+  uint64_t predictions = 0, as_mask = 0, tokens = 0, n = 0;
+  std::set<int32_t> firsts;
+  for (int i = 0; i < 3; ++i) {
+    BertShardReader reader(path_join(out, "train-0000" + std::to_string(i) + ".hdf5"));
+    for (int64_t r = 0; r < reader.size(); ++r, ++n) {
+      const BertRecord rec = reader.read(r);
+      int64_t len = 0;
+      while (len < 32 && rec.input_mask[size_t(len)]) ++len;
+      for (int64_t j = len; j < 32; ++j) ASSERT_EQ(rec.input_ids[size_t(j)], 0) << "padding";
+      ASSERT_GE(len, 5);
+      EXPECT_EQ(rec.input_ids[0], 2) << "[CLS]";
+      EXPECT_EQ(rec.input_ids[size_t(len - 1)], 3) << "[SEP]";
+      // [CLS] A [SEP] B [SEP]: two [SEP]s where nothing is masked (Google's random replacement
+      // draws from the whole vocabulary, [SEP] included, and this vocabulary is small).
+      std::set<int32_t> masked_at;
+      for (size_t k = 0; k < 5 && rec.masked_lm_positions[k] != 0; ++k) masked_at.insert(rec.masked_lm_positions[k]);
+      int seps = 0;
+      for (int32_t j = 0; j < len; ++j) seps += rec.input_ids[size_t(j)] == 3 && !masked_at.count(j);
+      EXPECT_EQ(seps, 2) << "[CLS] A [SEP] B [SEP]";
+      EXPECT_EQ(rec.segment_ids[0], 0);
+      EXPECT_EQ(rec.segment_ids[size_t(len - 1)], 1);
+      tokens += uint64_t(len);
+      int64_t prev = 0;
+      for (size_t k = 0; k < 5 && rec.masked_lm_positions[k] != 0; ++k) {
+        const int32_t at = rec.masked_lm_positions[k];
+        EXPECT_GT(at, prev) << "positions sorted";
+        EXPECT_LT(at, len - 1);
+        prev = at;
+        const int32_t label = rec.masked_lm_ids[k];
+        EXPECT_GE(label, 1) << "never [PAD]";  // [UNK] (1) is a word to Google's masking
+        EXPECT_NE(label, 2);
+        EXPECT_NE(label, 3);
+        EXPECT_NE(label, 4);
+        ++predictions;
+        as_mask += rec.input_ids[size_t(at)] == 4;
+      }
+      firsts.insert(rec.input_ids[1]);
+    }
+  }
+  EXPECT_EQ(n, stats.instances);
+  EXPECT_EQ(predictions, stats.predictions);
+  EXPECT_EQ(as_mask, stats.masked_as_mask);
+  EXPECT_EQ(tokens, stats.instance_tokens);
+  EXPECT_EQ(stats.masked_as_mask + stats.masked_kept + stats.masked_random, stats.predictions);
+  EXPECT_GT(firsts.size(), 5u) << "instances are shuffled and varied";
+
+  // dupe_factor: each pass over the documents makes instances, so 1 pass makes fewer.
+  MakeShardsOptions one = bert_options(corpus, dir.file("one"));
+  one.dupe_factor = 1;
+  const MakeShardsStats s1 = run_make_shards(one);
+  EXPECT_LT(s1.instances * 2, stats.instances);
+  EXPECT_GT(s1.instances * 4, stats.instances);
+
+  // A valid split holds documents out into valid/, with its own manifest.
+  MakeShardsOptions v = bert_options(corpus, dir.file("split"));
+  v.valid_fraction = 0.3;
+  const MakeShardsStats sv = run_make_shards(v);
+  EXPECT_EQ(sv.train_documents + sv.valid_documents, sv.documents);
+  EXPECT_GT(sv.valid_documents, 5u);
+  EXPECT_GT(sv.train_documents, 20u);
+  const Manifest valid = Manifest::read(path_join(dir.file("split"), "valid/manifest.json"));
+  EXPECT_EQ(valid.total_records(), sv.valid_instances);
+  EXPECT_EQ(valid.shards.size(), 1u) << "ceil(3 × 0.3)";
+}
+
+TEST_F(MakeShards, GptShardsHoldEveryDocumentOnceEndingInEod) {
+  const std::string out = dir.file("gpt");
+  MakeShardsOptions o = bert_options(corpus, out);
+  o.model = ShardModel::gpt;
+  o.num_shards = 2;
+  run_make_shards(o);
+  const Manifest m = Manifest::read(path_join(out, kManifestName));
+  EXPECT_EQ(m.format, kFormatMegatron);
+  ASSERT_EQ(m.shards.size(), 2u);
+  auto tok = load_tokenizer(corpus.vocab_path);
+  const int32_t eod = tok->special_ids().at("sep");  // a WordPiece vocabulary's end of document
+  std::multiset<std::vector<int32_t>> want, got;
+  for (const auto& doc : corpus.documents) {
+    std::string text;  // the document's lines, encoded whole as Megatron's preprocess_data.py does
+    for (size_t k = 0; k < doc.size(); ++k) text += (k ? "\n" : "") + doc[k];
+    std::vector<int32_t> ids = tok->encode(text);
+    ids.push_back(eod);
+    want.insert(ids);
+  }
+  for (const auto& e : m.shards) {
+    MegatronReader r(path_join(out, e.file));
+    EXPECT_EQ(r.num_sequences(), e.records);
+    EXPECT_EQ(e.companions.size(), 1u) << "the .idx";
+    for (size_t i = 0; i < r.num_sequences(); ++i) {
+      const TokenSpan s = r.sequence(i);
+      std::vector<int32_t> ids;
+      for (size_t k = 0; k < s.size; ++k) ids.push_back(int32_t(s[k]));
+      got.insert(ids);
+    }
+  }
+  EXPECT_EQ(got, want);
+}
+
+TEST_F(MakeShards, ResumeSkipsVerifiedShardsAndRewritesFromTheFirstBadOne) {
+  const std::string whole = dir.file("whole"), cut = dir.file("cut");
+  run_make_shards(bert_options(corpus, whole));
+  const auto reference = output_files(whole);
+
+  // Interrupted after one shard: the manifest lists it, marked incomplete.
+  MakeShardsOptions o = bert_options(corpus, cut);
+  o.stop_after_shards = 1;
+  EXPECT_THROW(run_make_shards(o), MakeShardsInterrupted);
+  Manifest m = Manifest::read(path_join(cut, kManifestName));
+  EXPECT_FALSE(m.complete);
+  ASSERT_EQ(m.shards.size(), 1u);
+
+  // A hard link holds the old file: if the shard is rewritten (a new file renamed over it) the
+  // two names stop being the same file.
+  const std::string links = dir.file("links");
+  fs::create_directories(links);
+  auto hold = [&](int i) {
+    const std::string name = "train-0000" + std::to_string(i) + ".hdf5";
+    fs::remove(path_join(links, name));
+    fs::create_hard_link(path_join(cut, name), path_join(links, name));
+  };
+  auto kept = [&](int i) {
+    const std::string name = "train-0000" + std::to_string(i) + ".hdf5";
+    return fs::equivalent(path_join(cut, name), path_join(links, name));
+  };
+  hold(0);
+  o.stop_after_shards = 0;
+  o.resume = true;
+  run_make_shards(o);
+  EXPECT_TRUE(kept(0)) << "the finished shard was written again";
+  EXPECT_EQ(output_files(cut), reference) << "resumed output differs from an uninterrupted run";
+
+  // A complete output: every shard verifies and is kept.
+  for (int i = 0; i < 3; ++i) hold(i);
+  run_make_shards(o);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(kept(i)) << i;
+  EXPECT_EQ(output_files(cut), reference);
+
+  // Shard 1 damaged (same size, one byte changed): 0 is kept, 1 and 2 are rewritten.
+  for (int i = 0; i < 3; ++i) hold(i);
+  {
+    const std::string p = path_join(cut, "train-00001.hdf5");
+    std::string bytes = read_file(p);
+    bytes[bytes.size() / 2] ^= 0x01;
+    fs::remove(p);  // not through the hard link
+    write_file_atomic(p, bytes);
+  }
+  hold(1);
+  run_make_shards(o);
+  EXPECT_TRUE(kept(0));
+  EXPECT_FALSE(kept(1)) << "a shard whose checksum fails is kept";
+  EXPECT_FALSE(kept(2)) << "shards after the first bad one are rewritten";
+  EXPECT_EQ(output_files(cut), reference);
+
+  // Interrupted after two shards, then shard 1 damaged: the interrupted run's manifest (complete
+  // = false) lists what it finished, and those shards are verified too: 0 kept, 1 rewritten.
+  const std::string cut2 = dir.file("cut2");
+  MakeShardsOptions o2 = bert_options(corpus, cut2);
+  o2.stop_after_shards = 2;
+  EXPECT_THROW(run_make_shards(o2), MakeShardsInterrupted);
+  ASSERT_EQ(Manifest::read(path_join(cut2, kManifestName)).shards.size(), 2u);
+  {
+    const std::string p = path_join(cut2, "train-00001.hdf5");
+    std::string bytes = read_file(p);
+    bytes[bytes.size() / 2] ^= 0x01;
+    write_file_atomic(p, bytes);
+  }
+  fs::create_directories(dir.file("links2"));
+  fs::create_hard_link(path_join(cut2, "train-00000.hdf5"), dir.file("links2/train-00000.hdf5"));
+  o2.stop_after_shards = 0;
+  o2.resume = true;
+  run_make_shards(o2);
+  EXPECT_TRUE(fs::equivalent(path_join(cut2, "train-00000.hdf5"), dir.file("links2/train-00000.hdf5")));
+  EXPECT_EQ(output_files(cut2), reference) << "a damaged shard of an interrupted run was kept";
+
+  // Other options: nothing is kept (the manifest's key differs), and the new output is whole.
+  for (int i = 0; i < 3; ++i) hold(i);
+  o.seed = 4243;
+  run_make_shards(o);
+  EXPECT_FALSE(kept(0));
+  EXPECT_NE(output_files(cut), reference);
+  EXPECT_EQ(Manifest::read(path_join(cut, kManifestName)).seed.value_or(0), 4243u);
+
+  // Without --resume every shard is written again, even when it would verify.
+  o.seed = 4242;
+  o.resume = false;
+  run_make_shards(o);
+  for (int i = 0; i < 3; ++i) hold(i);
+  run_make_shards(o);
+  EXPECT_FALSE(kept(0));
+  EXPECT_EQ(output_files(cut), reference);
+}
+
+TEST_F(MakeShards, ResumeRewritesAGptShardWhoseIndexIsDamaged) {
+  // A Megatron shard is two files; the manifest lists the .idx as the .bin's companion.
+  const std::string whole = dir.file("whole"), out = dir.file("gpt");
+  MakeShardsOptions o = bert_options(corpus, whole);
+  o.model = ShardModel::gpt;
+  run_make_shards(o);
+  const auto reference = output_files(whole);
+  o.output_dir = out;
+  run_make_shards(o);
+  {
+    const std::string p = path_join(out, "train-00001.idx");
+    std::string bytes = read_file(p);
+    bytes[bytes.size() - 1] ^= 0x01;  // the last document index
+    write_file_atomic(p, bytes);
+  }
+  o.resume = true;
+  run_make_shards(o);
+  EXPECT_EQ(output_files(out), reference) << "a shard with a damaged .idx was kept";
+}
+
+TEST_F(MakeShards, OutputIsByteIdenticalAtOneAndTwoThreads) {
+  for (ShardModel model : {ShardModel::bert, ShardModel::gpt}) {
+    std::vector<std::map<std::string, std::string>> outs;
+    for (int threads : {1, 2}) {
+      tbb::global_control cap(tbb::global_control::max_allowed_parallelism, size_t(threads));
+      const std::string out = dir.file(std::string(model == ShardModel::bert ? "bert-" : "gpt-") + std::to_string(threads));
+      MakeShardsOptions o = bert_options(corpus, out);
+      o.model = model;
+      o.valid_fraction = 0.2;
+      o.store_resident_budget = 1;  // the token store read through windows past its budget
+      run_make_shards(o);
+      outs.push_back(output_files(out));
+    }
+    ASSERT_GE(outs[0].size(), 5u);  // shards, manifests, a valid split
+    EXPECT_EQ(outs[0], outs[1]) << (model == ShardModel::bert ? "bert" : "gpt");
+  }
+}
+
+TEST_F(MakeShards, BadOptionsAreRefusedBeforeAnythingIsWritten) {
+  struct Case {
+    std::function<void(MakeShardsOptions&)> change;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {[](MakeShardsOptions& o) { o.inputs.clear(); }, "no inputs"},
+      {[](MakeShardsOptions& o) { o.num_shards = 0; }, "--num-shards"},
+      {[](MakeShardsOptions& o) { o.valid_fraction = 1; }, "--valid-fraction"},
+      {[](MakeShardsOptions& o) { o.valid_fraction = -0.1; }, "--valid-fraction"},
+      {[](MakeShardsOptions& o) { o.dupe_factor = 0; }, "--dupe-factor"},
+      {[](MakeShardsOptions& o) { o.bert.seq_len = 4; }, "--seq-len"},
+      {[](MakeShardsOptions& o) { o.bert.seq_len = 65536; }, "--seq-len"},
+      {[](MakeShardsOptions& o) { o.bert.max_predictions = 0; }, "--max-predictions"},
+      {[](MakeShardsOptions& o) { o.bert.max_predictions = 256; }, "--max-predictions"},
+      {[](MakeShardsOptions& o) { o.bert.masked_lm_prob = 0; }, "--masked-lm-prob"},
+      {[](MakeShardsOptions& o) { o.bert.masked_lm_prob = 1.5; }, "--masked-lm-prob"},
+      {[](MakeShardsOptions& o) { o.bert.short_seq_prob = -0.5; }, "--short-seq-prob"},
+      {[](MakeShardsOptions& o) { o.compression_level = 10; }, "--compression-level"},
+      {[](MakeShardsOptions& o) { o.rng = ShardRng::python; o.valid_fraction = 0.1; }, "--rng python"},
+  };
+  const std::string out = dir.file("refused");
+  for (const Case& c : cases) {
+    MakeShardsOptions o = bert_options(corpus, out);
+    c.change(o);
+    try {
+      run_make_shards(o);
+      ADD_FAILURE() << "no error; wanted one about " << c.says;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(out)) << c.says << ": output made before the options were checked";
+  }
+
+  // A vocabulary without [MASK] is refused for BERT before any output.
+  write_file_atomic(dir.file("nomask.txt"), "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n");
+  MakeShardsOptions o = bert_options(corpus, out);
+  o.tokenizer = dir.file("nomask.txt");
+  try {
+    run_make_shards(o);
+    ADD_FAILURE() << "no error for a vocabulary without [MASK]";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir.file("nomask.txt")), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(out));
+
+  // A missing input is an error naming it; an input with no text is one too, and no shard is made.
+  o = bert_options(corpus, out);
+  o.inputs = {dir.file("missing.txt")};
+  try {
+    run_make_shards(o);
+    ADD_FAILURE() << "no error for a missing input";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir.file("missing.txt")), std::string::npos) << e.what();
+  }
+  write_file_atomic(dir.file("blank.txt"), "\n \n\n");
+  o.inputs = {dir.file("blank.txt")};
+  try {
+    run_make_shards(o);
+    ADD_FAILURE() << "no error for an input without text";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no text found"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(path_join(out, "train-00000.hdf5")));
+}
+
+}  // namespace
+}  // namespace pretrain
