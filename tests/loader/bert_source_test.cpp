@@ -94,7 +94,7 @@ std::vector<BertRecord> reference(const ShardSet& set) {
 // One BERT row of a host slot, widened back to a BertRecord (padding trimmed as the writer pads).
 struct Slot {
   explicit Slot(int64_t predictions = kPred)
-      : layout(SlotLayout::make(SampleKind::bert, 1, kSeq, predictions, kVocab, false)), bytes(layout.bytes) {}
+      : layout(SlotLayout::make(ModelKind::bert, 1, kSeq, predictions, kVocab, false)), bytes(layout.bytes) {}
   HostRows rows() { return HostRows(layout, bytes.data()); }
   BertRecord record() const {
     BertRecord r;

@@ -70,7 +70,7 @@ Row make_row(int64_t len, std::mt19937& gen) {
 // A host slot of BERT rows, as the loader's sources fill it.
 struct Slot {
   Slot(int64_t batch, int64_t seq_len, int64_t max_predictions, bool narrow = false)
-      : layout(SlotLayout::make(SampleKind::bert, batch, seq_len, max_predictions, kVocab, narrow)), bytes(layout.bytes) {}
+      : layout(SlotLayout::make(ModelKind::bert, batch, seq_len, max_predictions, kVocab, narrow)), bytes(layout.bytes) {}
   HostRows rows() { return HostRows(layout, bytes.data()); }
 
   void put(int64_t row, const Row& r) {
@@ -388,7 +388,7 @@ TEST_F(MaskingConfig, BadOnesAreRefusedWithTheReason) {
   c.masking.max_predictions = 17;  // more predictions than tokens
   expect_refused(c, "must be in [0, seq_len]");
   c = config();
-  c.kind = SampleKind::gpt;
+  c.kind = ModelKind::gpt;
   c.seq_len = 8;
   expect_refused(c, "dynamic masking is for BERT loaders");
   c = config();
