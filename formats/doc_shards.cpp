@@ -1,8 +1,5 @@
 #include "formats/doc_shards.h"
 
-#include <bzlib.h>
-#include <fcntl.h>
-#include <unistd.h>
 #include <zstd.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -19,6 +16,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/utf8.h"
+#include "formats/compressed_input.h"
 
 namespace pretrain {
 
@@ -27,7 +25,6 @@ namespace {
 constexpr size_t kChunkBytes = size_t{1} << 20;      // JSON lines handed to zstd at a time
 constexpr size_t kZstdJobBytes = size_t{4} << 20;    // fixed, so output is the same at any thread count
 constexpr size_t kReadBytes = size_t{1} << 20;       // decompressed bytes per read
-constexpr size_t kRawReadBytes = size_t{256} << 10;  // compressed bytes per read
 
 // How many bytes from p on need no JSON escaping: printable ASCII other than '"' and '\\'.
 // Sixteen bytes at a time with SSE2 (a signed compare puts bytes >= 0x80 below 0x20 too), then
@@ -260,188 +257,13 @@ Manifest DocShardWriter::finish(Manifest base) {
   return m;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Byte sources: plain, zstd and bz2 files, read sequentially in chunks.
-
 namespace {
-
-class FileDescriptor {
- public:
-  explicit FileDescriptor(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) throw_errno("cannot open", path);
-  }
-  ~FileDescriptor() { ::close(fd_); }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-
-  size_t read(char* buf, size_t n) {
-    for (;;) {
-      ssize_t got = ::read(fd_, buf, n);
-      if (got >= 0) {
-        consumed_ += static_cast<uint64_t>(got);
-        return static_cast<size_t>(got);
-      }
-      if (errno != EINTR) throw_errno("read failed", path_);
-    }
-  }
-  uint64_t consumed() const { return consumed_; }  // bytes read from the file so far
-  // The first bytes of the file, without moving the read position.
-  std::string peek(size_t n) const {
-    std::string head(n, '\0');
-    ssize_t got = ::pread(fd_, head.data(), n, 0);
-    head.resize(got > 0 ? static_cast<size_t>(got) : 0);
-    return head;
-  }
-
- private:
-  std::string path_;
-  int fd_;
-  uint64_t consumed_ = 0;
-};
-
-class ByteSource {
- public:
-  explicit ByteSource(const std::string& path) : path_(path), file_(path) {}
-  virtual ~ByteSource() = default;
-  // Up to n decompressed bytes; 0 only at the end. Throws Error on a truncated or corrupt stream.
-  virtual size_t read(char* buf, size_t n) = 0;
-  FileDescriptor& file() { return file_; }
-
- protected:
-  // Next compressed chunk into raw_; false at the end of the file.
-  bool refill() {
-    raw_.resize(kRawReadBytes);
-    size_t got = file_.read(raw_.data(), raw_.size());
-    raw_offset_ += raw_len_;
-    raw_len_ = got;
-    return got > 0;
-  }
-  std::string path_;
-  FileDescriptor file_;
-  std::vector<char> raw_;
-  size_t raw_len_ = 0;
-  uint64_t raw_offset_ = 0;  // file offset of raw_[0]
-};
-
-class PlainSource : public ByteSource {
- public:
-  using ByteSource::ByteSource;
-  size_t read(char* buf, size_t n) override { return file_.read(buf, n); }
-};
-
-class ZstdSource : public ByteSource {
- public:
-  explicit ZstdSource(const std::string& path) : ByteSource(path), dctx_(ZSTD_createDCtx()) {
-    if (!dctx_) throw Error(Where{path}, "cannot create a zstd decompression context");
-  }
-  ~ZstdSource() override { ZSTD_freeDCtx(dctx_); }
-
-  size_t read(char* buf, size_t n) override {
-    ZSTD_outBuffer out{buf, n, 0};
-    for (;;) {
-      if (in_.pos == in_.size && !eof_) {
-        eof_ = !refill();
-        in_ = ZSTD_inBuffer{raw_.data(), raw_len_, 0};
-      }
-      size_t in_before = in_.pos;
-      size_t rc = ZSTD_decompressStream(dctx_, &out, &in_);
-      if (ZSTD_isError(rc))
-        throw Error(Where::at_offset(path_, static_cast<int64_t>(raw_offset_ + in_.pos)),
-                    cat("corrupt zstd stream: ", ZSTD_getErrorName(rc)));
-      // rc == 0: a frame is complete and flushed. With no progress, rc is only a size hint.
-      if (in_.pos != in_before || out.pos != 0) frame_open_ = rc != 0;
-      if (out.pos > 0) return out.pos;
-      if (in_.pos == in_.size && eof_) {
-        if (frame_open_)
-          throw Error(Where::at_offset(path_, static_cast<int64_t>(raw_offset_ + in_.pos)),
-                      "truncated zstd stream: the file ends inside a frame");
-        return 0;
-      }
-    }
-  }
-
- private:
-  ZSTD_DCtx* dctx_;
-  ZSTD_inBuffer in_{nullptr, 0, 0};
-  bool eof_ = false, frame_open_ = false;
-};
-
-// bz2, single or multi-stream (pbzip2, wikiextractor --compress): streams are decoded one after
-// another, as bzip2 -d does.
-class Bz2Source : public ByteSource {
- public:
-  explicit Bz2Source(const std::string& path) : ByteSource(path) { init(); }
-  ~Bz2Source() override { BZ2_bzDecompressEnd(&strm_); }
-
-  size_t read(char* buf, size_t n) override {
-    n = std::min<size_t>(n, 1u << 30);  // avail_out is 32-bit
-    strm_.next_out = buf;
-    strm_.avail_out = static_cast<unsigned>(n);
-    while (strm_.avail_out > 0) {
-      if (strm_.avail_in == 0 && !eof_) {
-        eof_ = !refill();
-        strm_.next_in = raw_.data();
-        strm_.avail_in = static_cast<unsigned>(raw_len_);
-      }
-      if (stream_ended_) {
-        if (strm_.avail_in == 0) break;  // the end of the file
-        BZ2_bzDecompressEnd(&strm_);
-        init();  // another stream follows
-      }
-      unsigned in_before = strm_.avail_in, out_before = strm_.avail_out;
-      int rc = BZ2_bzDecompress(&strm_);
-      if (rc == BZ_STREAM_END) {
-        stream_ended_ = true;
-        continue;
-      }
-      if (rc != BZ_OK)
-        throw Error(Where::at_offset(path_, offset()),
-                    cat("corrupt bz2 stream (libbz2 error ", rc, rc == BZ_DATA_ERROR_MAGIC ? ": not bz2 data" : "", ")"));
-      if (strm_.avail_in == 0 && eof_ && strm_.avail_out > 0)
-        throw Error(Where::at_offset(path_, offset()), "truncated bz2 stream: the file ends inside a stream");
-      if (strm_.avail_in == in_before && strm_.avail_out == out_before && strm_.avail_in > 0)
-        throw Error(Where::at_offset(path_, offset()), "corrupt bz2 stream: the decoder makes no progress");
-    }
-    return n - strm_.avail_out;
-  }
-
- private:
-  // A fresh decoder that carries on with the same input and output buffers.
-  void init() {
-    bz_stream fresh{};
-    fresh.next_in = strm_.next_in, fresh.avail_in = strm_.avail_in;
-    fresh.next_out = strm_.next_out, fresh.avail_out = strm_.avail_out;
-    strm_ = fresh;
-    if (BZ2_bzDecompressInit(&strm_, 0, 0) != BZ_OK) throw Error(Where{path_}, "cannot start a bz2 decoder");
-    stream_ended_ = false;
-  }
-  int64_t offset() const { return static_cast<int64_t>(raw_offset_ + raw_len_ - strm_.avail_in); }
-
-  bz_stream strm_{};
-  bool eof_ = false, stream_ended_ = false;
-};
-
-// Picks the decoder by the file's magic bytes, whatever the file is called.
-std::unique_ptr<ByteSource> open_source(const std::string& path, std::string& compression) {
-  std::string head = FileDescriptor(path).peek(4);
-  if (head == std::string("\x28\xB5\x2F\xFD", 4)) {
-    compression = "zst";
-    return std::make_unique<ZstdSource>(path);
-  }
-  if (head.size() >= 4 && head.compare(0, 3, "BZh") == 0 && head[3] >= '1' && head[3] <= '9') {
-    compression = "bz2";
-    return std::make_unique<Bz2Source>(path);
-  }
-  compression = "";
-  return std::make_unique<PlainSource>(path);
-}
 
 // Lines of any length from a byte source; a line inside the buffer is returned without a copy.
 class LineReader {
  public:
   explicit LineReader(std::unique_ptr<ByteSource> source) : source_(std::move(source)), buf_(kReadBytes) {}
-  uint64_t file_bytes_read() const { return source_->file().consumed(); }  // compressed, read ahead
+  uint64_t file_bytes_read() const { return source_->file_bytes_read(); }  // compressed, read ahead
 
   bool next(std::string_view& line) {
     bool carried = false;
@@ -790,7 +612,7 @@ bool DocReader::open_next_file() {
   input->path = files_[next_file_];
   input->expected_records = expected_records_[next_file_];
   ++next_file_;
-  input->lines = std::make_unique<LineReader>(open_source(input->path, input->compression));
+  input->lines = std::make_unique<LineReader>(open_byte_source(input->path, input->compression));
   input_ = std::move(input);
   return true;
 }

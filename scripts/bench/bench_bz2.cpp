@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "datagen/bz2_parallel.h"
+#include "formats/bz2_parallel.h"
 
 int main(int argc, char** argv) {
   std::string path;

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "datagen/python_random.h"
+#include "datagen/shards/python_random.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {

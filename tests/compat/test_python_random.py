@@ -1,4 +1,4 @@
-"""PythonRandom (datagen/python_random.h) against CPython's random.Random, live: long mixed streams
+"""PythonRandom (datagen/shards/python_random.h) against CPython's random.Random, live: long mixed streams
 of random(), randint() over small and 50-bit ranges, getrandbits(1..64) and shuffle, for several
 seeds. This is what lets `make-pretraining-shards --rng python` reproduce create_pretraining_data.py."""
 import random

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "common/error.h"
-#include "datagen/wikitext.h"
+#include "datagen/wikiprep/wikitext.h"
 #include "formats/doc_shards.h"
 
 namespace {

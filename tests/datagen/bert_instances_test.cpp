@@ -3,7 +3,7 @@
 // record. The input's token ids come from the golden WordPiece dumps (same tokenizer, same
 // lines), so this checks the instance algorithm alone; the end-to-end test through our own
 // tokenizer and the make-pretraining-shards command is tests/compat/test_make_shards_golden.py.
-#include "datagen/bert_instances.h"
+#include "datagen/shards/bert_instances.h"
 
 #include <gtest/gtest.h>
 
@@ -11,9 +11,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/error.h"
 #include "common/counter_rng.h"
-#include "datagen/python_random.h"
+#include "common/error.h"
+#include "datagen/shards/python_random.h"
 #include "test_util.h"
 
 namespace pretrain {

@@ -6,7 +6,7 @@
 //   r.getrandbits(40), r.getrandbits(64), r.randint(1, 1), r.randrange(-5, 5)
 //   for s in (0, -7, 2**40 + 5): r = random.Random(s); r.getrandbits(32), repr(r.random())
 // The compat test tests/compat/test_python_random.py checks longer streams against python3 live.
-#include "datagen/python_random.h"
+#include "datagen/shards/python_random.h"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,12 @@
 // The document reader of make-pretraining-shards: Google's text format read as Python reads it
 // (universal newlines, str.strip(), a document continuing into the next file), and the token store.
-#include "datagen/text_documents.h"
+#include "datagen/shards/text_documents.h"
 
 #include <gtest/gtest.h>
 
 #include "common/error.h"
 #include "common/file.h"
-#include "datagen/token_store.h"
+#include "datagen/shards/token_store.h"
 #include "test_util.h"
 
 namespace pretrain {

@@ -1,7 +1,7 @@
 // The token store's resident budget: reading it in random order (as BERT's random next sentences
 // and GPT's shuffled documents do) keeps its mapped share of the RSS near the budget however large
 // the store is. (Round trip and damaged-index tests: text_documents_test.cpp.)
-#include "datagen/token_store.h"
+#include "datagen/shards/token_store.h"
 
 #include <gtest/gtest.h>
 

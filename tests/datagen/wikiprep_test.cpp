@@ -1,4 +1,4 @@
-#include "datagen/wikiprep.h"
+#include "datagen/wikiprep/wikiprep.h"
 
 #include <gtest/gtest.h>
 #include <tbb/global_control.h>

@@ -1,6 +1,6 @@
 // The wikitext cleaner, one rule per test; tests named DiffersFromWikiextractor_* are the places
 // where we deliberately do not do what wikiextractor 3.0.7 --no-templates does.
-#include "datagen/wikitext.h"
+#include "datagen/wikiprep/wikitext.h"
 
 #include <gtest/gtest.h>
 

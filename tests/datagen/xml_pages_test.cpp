@@ -1,6 +1,6 @@
 // XmlPageReader: our sample dump field by field, chunking, offsets, malformed and truncated input,
 // UTF-16, missing <siteinfo>, the real dump samples, a 100 MB page, and parse speed.
-#include "datagen/xml_pages.h"
+#include "datagen/wikiprep/xml_pages.h"
 
 #include <gtest/gtest.h>
 

@@ -11,8 +11,8 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "datagen/bz2_parallel.h"
-#include "datagen/bz2_scan.h"
+#include "formats/bz2_parallel.h"
+#include "formats/bz2_scan.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Quiet warnings; a reader that stops early closes the pipe under the writer: no SIGPIPE.

@@ -14,7 +14,7 @@
 #include "common/log.h"
 #include "common/manifest.h"
 #include "common/progress.h"
-#include "datagen/wikiprep.h"
+#include "datagen/wikiprep/wikiprep.h"
 #include "fuzz_util.h"
 
 namespace {

@@ -5,8 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "datagen/wikitext.h"
 #include "common/utf8.h"
+#include "datagen/wikiprep/wikitext.h"
 
 namespace {
 

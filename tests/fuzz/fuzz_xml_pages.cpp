@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "datagen/xml_pages.h"
 #include "common/utf8.h"
+#include "datagen/wikiprep/xml_pages.h"
 
 namespace {
 

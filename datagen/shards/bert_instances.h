@@ -4,7 +4,7 @@
 // probability 0.5), truncate_seq_pair, [CLS] A [SEP] B [SEP], then 80/10/10 masked-LM predictions.
 //
 // Every random draw happens in the same order and through the same method as in the Python code,
-// so with PythonRandom (datagen/python_random.h) the instances are theirs exactly; with CounterRng
+// so with PythonRandom (python_random.h) the instances are theirs exactly; with CounterRng
 // each (document, pass) has its own stream and documents can be processed in parallel.
 #pragma once
 #include <cstdint>

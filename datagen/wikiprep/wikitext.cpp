@@ -7,7 +7,7 @@
 // began; closing one truncates (or rewrites) the output back to that point, so nothing is ever
 // rescanned and an unclosed opener costs nothing extra. <nowiki> text travels between the passes
 // wrapped in kLiteralOpen/kLiteralClose, bytes the input cannot contain (pass 1 drops them).
-#include "datagen/wikitext.h"
+#include "datagen/wikiprep/wikitext.h"
 
 #include <algorithm>
 #include <array>
@@ -18,8 +18,8 @@
 #include <emmintrin.h>
 #endif
 
-#include "datagen/wikitext_internal.h"
 #include "common/utf8.h"
+#include "datagen/wikiprep/wikitext_internal.h"
 
 namespace pretrain {
 namespace {

@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "datagen/wikitext.h"
-#include "datagen/wikitext_internal.h"
 #include "common/utf8.h"
+#include "datagen/wikiprep/wikitext.h"
+#include "datagen/wikiprep/wikitext_internal.h"
 
 namespace pretrain {
 namespace {

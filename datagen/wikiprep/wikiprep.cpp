@@ -1,4 +1,4 @@
-#include "datagen/wikiprep.h"
+#include "datagen/wikiprep/wikiprep.h"
 
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_pipeline.h>
@@ -18,12 +18,12 @@
 #include "common/log.h"
 #include "common/manifest.h"
 #include "common/progress.h"
-#include "datagen/bz2_parallel.h"
-#include "datagen/sentences.h"
-#include "datagen/wikitext.h"
-#include "datagen/xml_pages.h"
-#include "formats/doc_shards.h"
 #include "common/utf8.h"
+#include "datagen/wikiprep/wikitext.h"
+#include "datagen/wikiprep/xml_pages.h"
+#include "formats/bz2_parallel.h"
+#include "formats/doc_shards.h"
+#include "tokenizer/sentences.h"
 
 namespace pretrain {
 namespace {

@@ -1,4 +1,4 @@
-#include "datagen/bz2_parallel.h"
+#include "formats/bz2_parallel.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,7 +14,7 @@
 #include "common/cli.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "datagen/bz2_scan.h"
+#include "formats/bz2_scan.h"
 
 namespace pretrain {
 namespace bz2_detail {

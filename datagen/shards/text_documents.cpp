@@ -1,4 +1,4 @@
-#include "datagen/text_documents.h"
+#include "datagen/shards/text_documents.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -7,7 +7,6 @@
 #include "common/file.h"
 #include "common/manifest.h"
 #include "common/utf8.h"
-#include "datagen/wikiprep.h"
 #include "formats/doc_shards.h"
 
 namespace pretrain {

@@ -2,16 +2,16 @@
 // create_masked_lm_predictions() from google-research/bert's create_pretraining_data.py. The order
 // of random draws is the contract: change nothing here without the golden test
 // (tests/compat/test_make_shards_golden.py) and the unit tests.
-#include "datagen/bert_instances.h"
+#include "datagen/shards/bert_instances.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string_view>
 #include <unordered_map>
 
-#include "common/error.h"
 #include "common/counter_rng.h"
-#include "datagen/python_random.h"
+#include "common/error.h"
+#include "datagen/shards/python_random.h"
 
 namespace pretrain {
 

@@ -20,8 +20,8 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/progress.h"
-#include "datagen/bz2_parallel.h"
-#include "datagen/bz2_scan.h"
+#include "formats/bz2_parallel.h"
+#include "formats/bz2_scan.h"
 #include "test_util.h"
 
 namespace pretrain {

@@ -1,4 +1,4 @@
-#include "datagen/make_shards.h"
+#include "datagen/shards/make_shards.h"
 
 #include <sys/resource.h>
 
@@ -16,20 +16,20 @@
 #include <tbb/parallel_pipeline.h>
 
 #include "common/cli.h"
+#include "common/counter_rng.h"
 #include "common/error.h"
 #include "common/file.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/manifest.h"
 #include "common/progress.h"
-#include "common/counter_rng.h"
-#include "datagen/python_random.h"
-#include "datagen/sentences.h"
-#include "datagen/text_documents.h"
-#include "datagen/token_store.h"
+#include "datagen/shards/python_random.h"
+#include "datagen/shards/text_documents.h"
+#include "datagen/shards/token_store.h"
 #include "formats/bert_hdf5.h"
 #include "formats/llmc.h"
 #include "formats/megatron.h"
+#include "tokenizer/sentences.h"
 
 namespace pretrain {
 

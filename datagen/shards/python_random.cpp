@@ -1,6 +1,6 @@
 // A transcription of CPython's Modules/_randommodule.c (MT19937 by Matsumoto and Nishimura) and of
 // the parts of Lib/random.py that create_pretraining_data.py reaches.
-#include "datagen/python_random.h"
+#include "datagen/shards/python_random.h"
 
 #include <bit>
 

@@ -1,7 +1,7 @@
 // wikiprep: a MediaWiki dump → clean document shards (or BERT sentence text). The work is in
 // wikiprep.cpp; this maps the command line onto WikiprepOptions.
 #include "common/cli.h"
-#include "datagen/wikiprep.h"
+#include "datagen/wikiprep/wikiprep.h"
 
 int main(int argc, char** argv) {
   using namespace pretrain;

@@ -1,4 +1,4 @@
-#include "datagen/sentences.h"
+#include "tokenizer/sentences.h"
 
 #include <unicode/brkiter.h>
 #include <unicode/filteredbrk.h>

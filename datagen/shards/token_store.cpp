@@ -1,4 +1,4 @@
-#include "datagen/token_store.h"
+#include "datagen/shards/token_store.h"
 
 #include <fcntl.h>
 #include <unistd.h>

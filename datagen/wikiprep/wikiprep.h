@@ -3,7 +3,7 @@
 //
 //   format jsonl:      docs-00000.jsonl.zst …  {"id","url","title","text"} per line (DocShardWriter)
 //   format sentences:  sentences-00000.txt …   Google BERT's input: one sentence per line, a blank
-//                      line after each document (ICU sentence breaks, see sentences.h)
+//                      line after each document (ICU sentence breaks, see tokenizer/sentences.h)
 //
 // One oneTBB parallel_pipeline: bz2 blocks decoded in parallel (Bz2Reader) → pages parsed in order
 // (XmlPageReader; a batch is the pages one decoded piece completes) → pages cleaned in parallel
@@ -26,8 +26,6 @@
 #include "common/error.h"
 
 namespace pretrain {
-
-inline constexpr const char* kFormatSentences = "sentences-txt";  // manifest format of --format sentences
 
 enum class WikiprepFormat { jsonl, sentences };
 

@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file.h"
-#include "datagen/bert_instances.h"
+#include "datagen/shards/bert_instances.h"
 
 namespace pretrain {
 

@@ -1,7 +1,7 @@
 // make-pretraining-shards: documents → tokenized, masked training shards.
 //
 //   bert: NVIDIA-layout HDF5 (formats/bert_hdf5.h), instances by Google's algorithm
-//         (datagen/bert_instances.h): NSP pairs, 80/10/10 masking, dupe_factor passes.
+//         (bert_instances.h): NSP pairs, 80/10/10 masking, dupe_factor passes.
 //   gpt:  Megatron .bin/.idx or llm.c token files: each document's tokens then EOD, documents
 //         shuffled with the seed.
 //
@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "datagen/bert_instances.h"
-#include "datagen/token_store.h"
+#include "datagen/shards/bert_instances.h"
+#include "datagen/shards/token_store.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pretrain {

@@ -1,4 +1,4 @@
-#include "datagen/xml_pages.h"
+#include "datagen/wikiprep/xml_pages.h"
 
 #include <expat.h>
 #include <fcntl.h>

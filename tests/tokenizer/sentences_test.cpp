@@ -1,4 +1,4 @@
-#include "datagen/sentences.h"
+#include "tokenizer/sentences.h"
 
 #include <gtest/gtest.h>
 

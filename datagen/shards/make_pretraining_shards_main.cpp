@@ -2,7 +2,7 @@
 // make_shards.cpp; this maps the command line onto MakeShardsOptions.
 #include "common/cli.h"
 #include "common/log.h"
-#include "datagen/make_shards.h"
+#include "datagen/shards/make_shards.h"
 
 int main(int argc, char** argv) {
   using namespace pretrain;

@@ -1,4 +1,4 @@
-#include "datagen/bz2_scan.h"
+#include "formats/bz2_scan.h"
 
 #include <bzlib.h>
 
