@@ -59,15 +59,15 @@ int main(int argc, char** argv) {
   app.add_option("--store-budget-bytes", o.store_resident_budget)->group("");  // tests: the store's RSS budget
   for (int i = 1; i < argc; ++i) o.args.emplace_back(argv[i]);
   return run_tool(app, argc, argv, [&] {
-    o.model = model == "gpt" ? ShardModel::gpt : ShardModel::bert;
+    o.model = parse_model_kind(model, "--model");
     o.rng = rng == "python" ? ShardRng::python : ShardRng::counter;
     o.gpt_format = format == "llmc" ? GptFormat::llmc : GptFormat::megatron;
     if (lowercase_flag->count() > 0) o.tokenizer_options.lowercase = lowercase;
     MakeShardsStats s = run_make_shards(o);
     log_info(cat("wrote ", s.shards, " shard(s) to ", o.output_dir, ": ", s.instances, " train and ",
-                 s.valid_instances, " valid ", o.model == ShardModel::bert ? "instances" : "documents", " in ",
+                 s.valid_instances, " valid ", o.model == ModelKind::bert ? "instances" : "documents", " in ",
                  s.seconds, " s"));
-    std::printf("%s\n", s.to_json(o.model == ShardModel::bert ? o.bert.seq_len : 0).dump(2).c_str());
+    std::printf("%s\n", s.to_json(o.model == ModelKind::bert ? o.bert.seq_len : 0).dump(2).c_str());
     return 0;
   });
 }

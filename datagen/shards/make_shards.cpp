@@ -117,7 +117,7 @@ nlohmann::json store_key(const MakeShardsOptions& o, const Tokenizer& tok, const
     inputs.push_back({u.path, fs::is_directory(u.path, ec) ? 0 : file_size(u.path), int64_t(mtime)});
   }
   return {{"inputs", inputs},
-          {"model", o.model == ShardModel::bert ? "bert" : "gpt"},
+          {"model", model_kind_name(o.model)},
           {"lang", o.lang},
           {"tokenizer", tok.info().vocab_hash},
           {"lowercase", o.tokenizer_options.lowercase ? int(*o.tokenizer_options.lowercase) : -1},
@@ -136,7 +136,7 @@ using TokenizedDoc = std::vector<std::vector<TokenId32>>;
 
 void tokenize_to_store(const MakeShardsOptions& o, const Tokenizer& tok, TextDocumentReader& reader,
                        const std::string& store_dir, const nlohmann::json& key) {
-  const bool gpt = o.model == ShardModel::gpt;
+  const bool gpt = o.model == ModelKind::gpt;
   const TokenId32 eod = gpt ? eod_id(tok) : -1;
   std::optional<SentenceSplitter> splitter_proto;
   if (!gpt) splitter_proto.emplace(o.lang);
@@ -506,7 +506,7 @@ Manifest base_manifest(const MakeShardsOptions& o, const Tokenizer& tok, const n
   Manifest m;
   m.format = format;
   m.tokenizer = tok.info();
-  if (o.model == ShardModel::bert) {
+  if (o.model == ModelKind::bert) {
     m.seq_len = o.bert.seq_len;
     m.max_predictions = o.bert.max_predictions;
   }
@@ -779,7 +779,7 @@ void check_options(const MakeShardsOptions& o) {
   if (o.num_shards < 1) throw UsageError("--num-shards must be at least 1");
   if (o.valid_fraction < 0 || o.valid_fraction >= 1) throw UsageError("--valid-fraction must be in [0, 1)");
   if (o.dupe_factor < 1) throw UsageError("--dupe-factor must be at least 1");
-  if (o.model == ShardModel::bert) {
+  if (o.model == ModelKind::bert) {
     if (o.bert.seq_len < 5 || o.bert.seq_len > 65535) throw UsageError("--seq-len must be in [5, 65535]");
     if (o.bert.max_predictions < 1 || o.bert.max_predictions > 255)
       throw UsageError("--max-predictions must be in [1, 255]");
@@ -799,7 +799,7 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
   MakeShardsStats stats;
   auto tok = load_tokenizer(o.tokenizer, o.tokenizer_options);
   BertMaskVocab vocab;
-  if (o.model == ShardModel::bert) vocab = mask_vocab_of(*tok);  // fails early on a vocab without [MASK]
+  if (o.model == ModelKind::bert) vocab = mask_vocab_of(*tok);  // fails early on a vocab without [MASK]
 
   make_dirs(o.output_dir);
   const std::string work = path_join(o.output_dir, ".work");
@@ -821,14 +821,14 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
   log_info(cat("corpus: ", stats.documents, " documents, ", stats.sentences, " sentences, ", stats.tokens, " tokens"));
   if (store.num_documents() == 0) throw Error(Where{o.inputs.front()}, "no text found in the inputs");
 
-  if (o.model == ShardModel::bert && o.rng == ShardRng::python) {
+  if (o.model == ModelKind::bert && o.rng == ShardRng::python) {
     bert_python(o, *tok, vocab, store, run_key(o, skey, false), stats);
   } else {
     std::vector<uint32_t> train, valid;
     for (uint32_t d = 0; d < store.num_documents(); ++d) (is_valid_document(o, d) ? valid : train).push_back(d);
     stats.train_documents = train.size();
     stats.valid_documents = valid.size();
-    if (o.model == ShardModel::gpt) {
+    if (o.model == ModelKind::gpt) {
       // One seeded permutation of all documents; each split keeps its documents in that order.
       std::vector<uint32_t> order(store.num_documents());
       std::iota(order.begin(), order.end(), 0u);

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "common/model_kind.h"
 #include "common/error.h"
 #include "datagen/shards/bert_instances.h"
 #include "datagen/shards/token_store.h"
@@ -36,12 +37,11 @@
 
 namespace pretrain {
 
-enum class ShardModel { bert, gpt };
 enum class ShardRng { counter, python };
 enum class GptFormat { megatron, llmc };
 
 struct MakeShardsOptions {
-  ShardModel model = ShardModel::bert;
+  ModelKind model = ModelKind::bert;
   std::vector<std::string> inputs;
   std::string tokenizer;
   TokenizerOptions tokenizer_options;

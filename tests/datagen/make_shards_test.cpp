@@ -3,7 +3,7 @@
 // the stages' outputs (BERT records well formed and their statistics; GPT documents each once with
 // EOD), --resume skipping the finished shards whose checksums verify and rewriting from the first
 // that does not, byte-identical output at 1 and 2 threads, and the refusal of bad options.
-#include "datagen/make_shards.h"
+#include "datagen/shards/make_shards.h"
 
 #include <gtest/gtest.h>
 
@@ -73,7 +73,7 @@ Corpus write_corpus(const TempDir& dir, int docs, uint32_t seed) {
 
 MakeShardsOptions bert_options(const Corpus& c, const std::string& out) {
   MakeShardsOptions o;
-  o.model = ShardModel::bert;
+  o.model = ModelKind::bert;
   o.inputs = {c.text_path};
   o.tokenizer = c.vocab_path;
   o.output_dir = out;
@@ -239,7 +239,7 @@ TEST_F(MakeShards, BertRecordsAreWellFormedAndCountedInTheStatistics) {
 TEST_F(MakeShards, GptShardsHoldEveryDocumentOnceEndingInEod) {
   const std::string out = dir.file("gpt");
   MakeShardsOptions o = bert_options(corpus, out);
-  o.model = ShardModel::gpt;
+  o.model = ModelKind::gpt;
   o.num_shards = 2;
   run_make_shards(o);
   const Manifest m = Manifest::read(path_join(out, kManifestName));
@@ -367,7 +367,7 @@ TEST_F(MakeShards, ResumeRewritesAGptShardWhoseIndexIsDamaged) {
   // A Megatron shard is two files; the manifest lists the .idx as the .bin's companion.
   const std::string whole = dir.file("whole"), out = dir.file("gpt");
   MakeShardsOptions o = bert_options(corpus, whole);
-  o.model = ShardModel::gpt;
+  o.model = ModelKind::gpt;
   run_make_shards(o);
   const auto reference = output_files(whole);
   o.output_dir = out;
@@ -384,11 +384,11 @@ TEST_F(MakeShards, ResumeRewritesAGptShardWhoseIndexIsDamaged) {
 }
 
 TEST_F(MakeShards, OutputIsByteIdenticalAtOneAndTwoThreads) {
-  for (ShardModel model : {ShardModel::bert, ShardModel::gpt}) {
+  for (ModelKind model : {ModelKind::bert, ModelKind::gpt}) {
     std::vector<std::map<std::string, std::string>> outs;
     for (int threads : {1, 2}) {
       tbb::global_control cap(tbb::global_control::max_allowed_parallelism, size_t(threads));
-      const std::string out = dir.file(std::string(model == ShardModel::bert ? "bert-" : "gpt-") + std::to_string(threads));
+      const std::string out = dir.file(std::string(model == ModelKind::bert ? "bert-" : "gpt-") + std::to_string(threads));
       MakeShardsOptions o = bert_options(corpus, out);
       o.model = model;
       o.valid_fraction = 0.2;
@@ -397,7 +397,7 @@ TEST_F(MakeShards, OutputIsByteIdenticalAtOneAndTwoThreads) {
       outs.push_back(output_files(out));
     }
     ASSERT_GE(outs[0].size(), 5u);  // shards, manifests, a valid split
-    EXPECT_EQ(outs[0], outs[1]) << (model == ShardModel::bert ? "bert" : "gpt");
+    EXPECT_EQ(outs[0], outs[1]) << (model == ModelKind::bert ? "bert" : "gpt");
   }
 }
 
