@@ -20,6 +20,9 @@ enum class Precision { fp32, bf16, fp16 };
 Precision parse_precision(const std::string& name);  // "fp32" | "bf16" | "fp16"; UsageError otherwise
 const char* precision_name(Precision p);
 
+// cuBLASLt's workspace per device (what NVIDIA suggests for Hopper); --plan counts it.
+inline constexpr size_t kCublasLtWorkspaceBytes = size_t{32} << 20;
+
 struct Device {
   bool cuda = false;
   Precision gemm_precision = Precision::fp32;

@@ -46,7 +46,7 @@ struct GemmState {
   cublasHandle_t blas = nullptr;
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
-  size_t workspace_bytes = size_t{32} << 20;  // what NVIDIA suggests for Hopper
+  size_t workspace_bytes = kCublasLtWorkspaceBytes;
   std::map<std::vector<int64_t>, LtPlan> plans;
 };
 

@@ -132,6 +132,11 @@ bool is_decayed(const std::string& name) {
 
 }  // namespace
 
+VocabularyShard VocabularyShard::of(int64_t vocab, const ModelShard& s) {
+  const int64_t rows = padded_vocab(vocab, s.tensor_size) / s.tensor_size;
+  return {vocab, rows, rows * s.tensor_rank};
+}
+
 int64_t padded_vocab(int64_t vocab, int tensor_size) {
   if (tensor_size <= 1) return vocab;
   const int64_t m = 128 * int64_t(tensor_size);
@@ -360,11 +365,9 @@ struct Model::Plan {
 // chunk), so only logits past 512 MiB are cut; the GEMMs stay thousands of rows tall.
 constexpr int64_t kLogitsChunk = int64_t{1} << 27;
 int64_t Model::lm_head_rows(int64_t N) const {
-  const int64_t rows = lm_rows_ > 0 ? lm_rows_ : std::max<int64_t>(1, kLogitsChunk / vocab_rows_);
+  const int64_t rows = lm_rows_ > 0 ? lm_rows_ : std::max<int64_t>(1, kLogitsChunk / vocab_.rows);
   return std::min(rows, N);
 }
-
-VocabularyShard Model::vocab() const { return {config_.vocab_size, vocab_rows_, vocab_begin_}; }
 
 int64_t Model::stage_rows(int64_t B, int64_t T) const {
   return shard_.sequence_parallel ? B * T / shard_.tensor_size : B * T;
@@ -373,7 +376,7 @@ int64_t Model::stage_rows(int64_t B, int64_t T) const {
 // Hands out the plan's pointers from `base` (or only counts, with base null); returns the floats.
 size_t Model::carve(Plan& p, float* base, int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) const {
   const int64_t tp = shard_.tensor_size, C = config_.hidden, Cl = C / tp, I = config_.intermediate / tp;
-  const int64_t NH = config_.heads / tp, V = vocab_rows_;
+  const int64_t NH = config_.heads / tp, V = vocab_.rows;
   const int64_t N = B * T, R = stage_rows(B, T), M = B * P;
   const bool bert = config_.kind == ModelKind::bert, sp = shard_.sequence_parallel;
   const bool split = tp > 1;  // partial sums and gathers need whole-row buffers
@@ -491,8 +494,7 @@ void Model::lay_out(bool allocate) {
     throw UsageError(cat("--tensor-parallel ", tp, " does not divide the MLP's ", config_.intermediate, " columns"));
   if (tp > 1 && !shard_.tensor && allocate) throw Error("model: tensor parallel needs the tensor group");
   if (shard_.chunks.empty()) shard_.chunks = {{0, config_.layers}};
-  vocab_rows_ = padded_vocab(config_.vocab_size, tp) / tp;
-  vocab_begin_ = vocab_rows_ * shard_.tensor_rank;
+  vocab_ = VocabularyShard::of(config_.vocab_size, shard_);
 
   // This rank's parameters, in arena order: embeddings, the layers of each chunk, heads, and the
   // last stage's copy of the tied word embeddings.
@@ -504,7 +506,7 @@ void Model::lay_out(bool allocate) {
   std::vector<ParamInfo> embed, heads;
   const std::string wte_name = config_.kind == ModelKind::gpt ? "transformer.wte.weight" : "bert.embeddings.word_embeddings.weight";
   for (ParamInfo p : whole) {
-    if (p.split == Split::rows) p.shape[0] = is_vocabulary(p.name) ? vocab_rows_ : p.shape[0] / tp;
+    if (p.split == Split::rows) p.shape[0] = is_vocabulary(p.name) ? vocab_.rows : p.shape[0] / tp;
     if (p.split == Split::qkv_rows) p.shape[0] /= tp;
     if (p.split == Split::columns) p.shape[1] /= tp;
     p.numel = 1;
@@ -817,7 +819,7 @@ void Model::embed_backward(Acts& a, const ModelInputs& in, uint64_t key, float* 
 Losses Model::gpt_heads(Acts& a, const ModelInputs& in, const float* xL, bool backward, float loss_scale,
                         bool keep_logits) {
   Plan& p = *plan_;
-  const int64_t N = in.B * in.T, R = stage_rows(in.B, in.T), C = config_.hidden, V = vocab_rows_;
+  const int64_t N = in.B * in.T, R = stage_rows(in.B, in.T), C = config_.hidden, V = vocab_.rows;
   const std::string wte_name = "transformer.wte.weight";
   float *wte = w(wte_name), *lnf_w = w("transformer.ln_f.weight"), *lnf_b = w("transformer.ln_f.bias");
   layernorm(device_, p.lnf, p.lnf_mean, p.lnf_rstd, xL, lnf_w, lnf_b, R, C, config_.ln_eps);
@@ -855,7 +857,7 @@ Losses Model::gpt_heads(Acts& a, const ModelInputs& in, const float* xL, bool ba
 Losses Model::bert_heads(Acts& a, const ModelInputs& in, const float* xL_region, bool backward, float loss_scale,
                          bool keep_logits) {
   Plan& p = *plan_;
-  const int64_t B = in.B, T = in.T, N = B * T, R = stage_rows(B, T), C = config_.hidden, V = vocab_rows_;
+  const int64_t B = in.B, T = in.T, N = B * T, R = stage_rows(B, T), C = config_.hidden, V = vocab_.rows;
   const int64_t M = B * in.P;
   const bool sp = shard_.sequence_parallel;
   const std::string e = "bert.embeddings.", t = "cls.predictions.transform.";

@@ -66,7 +66,6 @@ struct ParamInfo {
 };
 
 class TensorGroup;
-struct VocabularyShard;  // trainer/parallel/layers.h
 
 // This rank's part of the model. The default is the whole model.
 struct ModelShard {
@@ -83,6 +82,14 @@ struct ModelShard {
 // Megatron pads the vocabulary to a multiple of 128 × tensor so every shard is whole and aligned;
 // the padded ids' logits are left out of the softmax, so the padding changes no result.
 int64_t padded_vocab(int64_t vocab, int tensor_size);
+
+// Rows of the (padded) vocabulary each tensor rank holds, and the first id of this rank's.
+struct VocabularyShard {
+  int64_t vocab = 0;  // real ids; those past it (padding) are left out of the softmax
+  int64_t rows = 0;   // this rank's rows
+  int64_t begin = 0;  // its first id
+  static VocabularyShard of(int64_t vocab, const ModelShard& s);
+};
 
 // One micro-batch, as device pointers to int32 tensors (the loader's Batch).
 struct ModelInputs {
@@ -212,9 +219,8 @@ class Model {
   ModelConfig config_;
   Device device_;
   ModelShard shard_;
-  int64_t vocab_rows_ = 0;  // this rank's rows of the (padded) vocabulary
-  int64_t vocab_begin_ = 0;  // its first id
-  VocabularyShard vocab() const;
+  VocabularyShard vocab_;  // this rank's rows of the (padded) vocabulary
+  const VocabularyShard& vocab() const { return vocab_; }
   std::vector<ParamInfo> params_;
   int64_t num_params_ = 0;
   DeviceBuffer<float> weights_, grads_;

@@ -336,10 +336,9 @@ void print_config_line(const TrainOptions& o, const ModelConfig& config, const M
 // Each rank's peak of device memory held through the arenas (what --plan predicts), printed by
 // rank 0, one line per rank: "memory: rank 3 (tensor 1, data 0, stage 1): 12.5 MiB allocated at peak".
 void report_memory(const Communicator& world, const Grid& grid, size_t peak) {
-  std::vector<int64_t> all(static_cast<size_t>(world.size()) * 4, 0);
-  int64_t* mine = all.data() + 4 * world.rank();
-  mine[0] = grid.tensor_rank(), mine[1] = grid.data_rank(), mine[2] = grid.pipeline_rank(), mine[3] = int64_t(peak);
-  world.all_reduce_sum(all.data(), int64_t(all.size()));
+  const int64_t mine[4] = {grid.tensor_rank(), grid.data_rank(), grid.pipeline_rank(), int64_t(peak)};
+  std::vector<int64_t> all(static_cast<size_t>(world.size()) * 4);
+  world.all_gather(mine, all.data(), sizeof mine);
   if (world.rank() != 0) return;
   for (int r = 0; r < world.size(); ++r) {
     const int64_t* x = all.data() + 4 * r;

@@ -44,10 +44,7 @@ def train(kind, shards, tmp, layout, steps, *extra, name=None):
 def main():
     if subprocess.run(["which", "mpirun"], capture_output=True).returncode != 0:
         cu.skip("mpirun not installed (openmpi-bin)")
-    venv = os.path.join(mpi.SRC, ".venv", "bin", "python")
-    if os.path.exists(venv) and not os.environ.get("PRETRAIN_IN_VENV"):  # safetensors for the weights
-        os.environ["PRETRAIN_IN_VENV"] = "1"
-        os.execv(venv, [venv] + sys.argv)
+    cu.require_venv_modules("safetensors")  # for the weights
     started = time.monotonic()
     with cu.tempdir() as tmp:
         shards = cu.sample_shards(tmp, mpi.repeated_docs(tmp, 16), bert_dupe=2)

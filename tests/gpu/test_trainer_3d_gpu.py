@@ -28,10 +28,7 @@ def main():
         cu.skip(f"{n} GPU(s): the (1,2,2) layout needs 4 (NCCL takes one rank per GPU)")
     if subprocess.run(["which", "mpirun"], capture_output=True).returncode != 0:
         cu.skip("mpirun not installed (openmpi-bin)")
-    venv = os.path.join(mpi.SRC, ".venv", "bin", "python")
-    if os.path.exists(venv) and not os.environ.get("PRETRAIN_IN_VENV"):  # safetensors for the weights
-        os.environ["PRETRAIN_IN_VENV"] = "1"
-        os.execv(venv, [venv] + sys.argv)
+    cu.require_venv_modules("safetensors")  # for the weights
     with cu.tempdir() as tmp:
         shards = cu.sample_shards(tmp, mpi.repeated_docs(tmp, 16), bert_dupe=2)
         for kind in ("bert", "gpt"):

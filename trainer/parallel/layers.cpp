@@ -72,14 +72,6 @@ void row_parallel_backward(const Device& d, const ModelShard& s, float* dX, cons
   linear_backward(d, dX, false, dW, db, dout, X, W, N, ICl, OC);
 }
 
-VocabularyShard VocabularyShard::of(int64_t vocab, const ModelShard& s) {
-  VocabularyShard v;
-  v.vocab = vocab;
-  v.rows = padded_vocab(vocab, s.tensor_size) / s.tensor_size;
-  v.begin = v.rows * s.tensor_rank;
-  return v;
-}
-
 void vocab_parallel_embedding_forward(const Device& d, const ModelShard& s, const VocabularyShard& v, float* region,
                                       float* scratch, const int32_t* ids, const int32_t* types,
                                       const EmbeddingTables& t, int64_t N, int64_t T, int64_t C) {

@@ -69,14 +69,6 @@ void row_parallel_backward(const Device& d, const ModelShard& s, float* dX, cons
                            float* dW, float* db, const float* X, const float* W, int64_t N, int64_t ICl, int64_t OC);
 
 // ---------------------------------------------------------------- the vocabulary split
-// Rows of the (padded) vocabulary each rank holds, and the first id of this rank's.
-struct VocabularyShard {
-  int64_t vocab = 0;  // real ids; those past it (padding) are left out of the softmax
-  int64_t rows = 0;   // this rank's rows
-  int64_t begin = 0;  // its first id
-  static VocabularyShard of(int64_t vocab, const ModelShard& s);
-};
-
 // The embedding tables a rank reads: its vocabulary rows of `words`; positions (and token types)
 // whole, added by rank 0 only, so the group's sum counts them once.
 struct EmbeddingTables {

@@ -14,7 +14,6 @@ namespace pretrain {
 namespace {
 
 constexpr size_t kFloat = sizeof(float);
-constexpr size_t kCublasLtWorkspace = size_t{32} << 20;  // trainer/backend_cuda.cu
 
 // Ring collectives: what one of n ranks sends for a payload of `bytes`.
 double all_reduce_sent(double bytes, int n) { return n > 1 ? 2.0 * (n - 1) / n * bytes : 0; }
@@ -82,7 +81,7 @@ MemoryPlan plan_memory(const PlanRequest& r) {
     for (const ParamInfo& q : model.params()) chunks += (q.numel + kernels::kReduceChunk - 1) / kernels::kReduceChunk;
     if (r.lamb) chunks *= 2;
     s.buffers = received + size_t(chunks) * (sizeof(kernels::ChunkRef) + sizeof(double));
-    s.workspace = r.cuda ? kCublasLtWorkspace : 0;
+    s.workspace = r.cuda ? kCublasLtWorkspaceBytes : 0;
 
     s.tensor_bytes = micros * tensor_bytes_per_micro(c, shard, r.micro_batch, r.seq_len, P);
     int64_t partial = 0;  // sequence parallel: LayerNorm gradients summed over the tensor group
