@@ -1,6 +1,6 @@
 // For tests/compat/test_optimizer_torch.py: steps of our optimizer on weights and gradients the test
-// wrote, over a tiny BERT's parameters (every shape BERT has: embeddings, square and rectangular
-// matrices, biases and LayerNorms), writing the weights and moments after each step.
+// wrote, over the unit tests' tiny BERT (tests/trainer/optimizer_fixtures.h: every shape BERT has),
+// writing the weights and moments after each step.
 //   optimizer_dump --out params.safetensors
 //       the parameters (names and shapes; the values are an initialisation, for the test to replace)
 //   optimizer_dump --weights w.safetensors --grads g.safetensors --steps K --out o.safetensors
@@ -9,17 +9,13 @@
 //       step<t>.exp_avg_sq.<name>, and step<t>.grad_norm and .clip (UpdateInfo).
 #include "common/cli.h"
 #include "common/error.h"
+#include "optimizer_flags.h"
+#include "../trainer/optimizer_fixtures.h"
 #include "trainer/checkpoint.h"
 
 using namespace pretrain;
 
 namespace {
-ModelConfig tiny_bert() {
-  ModelConfig c = ModelConfig::preset(ModelKind::bert, "tiny");
-  c.layers = 1, c.hidden = 8, c.heads = 2, c.intermediate = 16, c.vocab_size = 13, c.max_positions = 8;
-  return c;
-}
-
 void load_grads(Model& model, const std::map<std::string, HostTensor>& grads, int t, const std::string& path) {
   for (const ParamInfo& p : model.params()) {
     const std::string name = cat("grad", t, ".", p.name);
@@ -47,13 +43,9 @@ int main(int argc, char** argv) {
   app.add_option("--grads", grads_path);
   app.add_option("--out", out_path)->required();
   app.add_option("--steps", steps);
-  app.add_option("--optimizer", optimizer);
-  app.add_option("--lr", oc.lr);
-  app.add_option("--weight-decay", oc.weight_decay);
-  app.add_option("--eps", oc.eps);
-  app.add_option("--max-grad-norm", oc.max_grad_norm);
+  add_optimizer_flags(app, oc, optimizer);
   return run_tool(app, argc, argv, [&] {
-    Model model(tiny_bert(), open_device("cpu", 1));
+    Model model(testing::tiny_bert(), open_device("cpu", 1));
     model.init_weights(1);
     if (weights_path.empty()) {
       write_safetensors(out_path, export_weights(model));

@@ -7,31 +7,20 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "optimizer_fixtures.h"
 #include "trainer/communicator.h"
 #include "trainer/optimizer.h"
 
 namespace pretrain {
 namespace {
 
+using testing::fill_normal;
+using testing::tiny_bert;
 const Device kCpu{};
-
-ModelConfig tiny_bert() {
-  ModelConfig c = ModelConfig::preset(ModelKind::bert, "tiny");
-  c.layers = 1, c.hidden = 8, c.heads = 2, c.intermediate = 16, c.vocab_size = 13, c.max_positions = 8;
-  return c;
-}
-
-// The same values on every rank: the gradients ZeRO's reduce-scatter would have left in place.
-void fill_normal(float* x, int64_t n, uint32_t seed, float stddev) {
-  std::mt19937 gen{seed};
-  std::normal_distribution<float> normal(0.0f, stddev);
-  for (int64_t i = 0; i < n; ++i) x[i] = normal(gen);
-}
 
 // Within 1e-6 of the largest magnitude: the partial sums add in another order than one rank's.
 void expect_close(const float* ours, const float* want, int64_t begin, int64_t end, const char* what) {
@@ -66,6 +55,7 @@ TEST_P(ZeroOne, ShardedStepsEqualTheUnshardedOnes) {
 
   const int64_t lo = zero.shard_begin(), hi = zero.shard_end();
   for (int t = 1; t <= 3; ++t) {
+    // The same gradients on every rank: what ZeRO's reduce-scatter would have left in place.
     fill_normal(whole.grads(), n, 100 + uint32_t(t), 0.1f);
     std::copy(whole.grads(), whole.grads() + n, sharded.grads());
     const UpdateInfo a = zero.step(t), b = plain.step(t);

@@ -11,36 +11,25 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "common/error.h"
+#include "optimizer_fixtures.h"
 #include "trainer/optimizer.h"
 
 namespace pretrain {
 namespace {
 
+using testing::fill_normal;
+using testing::tiny_bert;
 const Device kCpu{};
-
-// Every kind of tensor BERT has (embeddings, matrices, biases, LayerNorms), a few hundred floats.
-ModelConfig tiny_bert() {
-  ModelConfig c = ModelConfig::preset(ModelKind::bert, "tiny");
-  c.layers = 1, c.hidden = 4, c.heads = 2, c.intermediate = 8, c.vocab_size = 7, c.max_positions = 4;
-  return c;
-}
 
 // Tensors LAMB's trust ratio must not divide by: weights all zero with gradients (‖w‖ = 0: trust
 // 1, the weights move), and weights and gradients all zero (‖u‖ = 0 too: the weights stay 0).
 const std::string kZeroWeights = "bert.pooler.dense.weight";
 const std::string kZeroEverything = "cls.seq_relationship.weight";
-
-void fill_normal(float* x, int64_t n, uint32_t seed, float stddev) {
-  std::mt19937 gen{seed};
-  std::normal_distribution<float> normal(0.0f, stddev);
-  for (int64_t i = 0; i < n; ++i) x[i] = normal(gen);
-}
 
 void zero(Model& model, const std::string& name, float* arena) {
   const ParamInfo& p = model.param(name);
