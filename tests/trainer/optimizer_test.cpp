@@ -255,7 +255,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, OptimizerState, ::testing::Values(OptimizerKind:
                          [](const auto& info) { return std::string(optimizer_name(info.param)); });
 
 // Warmup: linear from 0, step t of W at t/W of the peak, whatever the schedule.
-TEST(LearningRate, WarmupRisesLinearlyToThePeak) {
+TEST(OptimizerLearningRate, WarmupRisesLinearlyToThePeak) {
   for (LrSchedule s : {LrSchedule::constant, LrSchedule::linear, LrSchedule::polynomial, LrSchedule::cosine}) {
     OptimizerConfig c;
     c.lr = 2.0, c.warmup_steps = 10, c.total_steps = 110, c.schedule = s;
@@ -267,7 +267,7 @@ TEST(LearningRate, WarmupRisesLinearlyToThePeak) {
 }
 
 // After warmup, the decay from the peak at step W to min_lr_ratio · peak at total_steps (and after).
-TEST(LearningRate, DecaysFromWarmupEndToTheFloor) {
+TEST(OptimizerLearningRate, DecaysFromWarmupEndToTheFloor) {
   const double pi = std::acos(-1.0);
   struct Case {
     LrSchedule schedule;
@@ -291,7 +291,7 @@ TEST(LearningRate, DecaysFromWarmupEndToTheFloor) {
   EXPECT_DOUBLE_EQ(learning_rate(linear, 100), 0.0);
 }
 
-TEST(LearningRate, ConstantOrNoDecayWindowKeepsThePeak) {
+TEST(OptimizerLearningRate, ConstantOrNoDecayWindowKeepsThePeak) {
   OptimizerConfig c;
   c.lr = 2.0, c.warmup_steps = 10, c.total_steps = 110, c.schedule = LrSchedule::constant, c.min_lr_ratio = 0.1;
   EXPECT_EQ(learning_rate(c, 11), 2.0);
@@ -318,7 +318,7 @@ TEST(OptimizerNames, ParseWhatIsPrintedAndRefuseTheRest) {
 
 // torch.cuda.amp.GradScaler's rule: halve on an overflow and start counting again; double after
 // `interval` finite steps in a row. Ours never goes below 1.
-TEST(LossScaler, OverflowHalvesAndRestartsTheCount) {
+TEST(OptimizerLossScaler, OverflowHalvesAndRestartsTheCount) {
   LossScaler s;
   s.scale = 1024, s.interval = 3;
   s.update(true), s.update(true);
@@ -332,7 +332,7 @@ TEST(LossScaler, OverflowHalvesAndRestartsTheCount) {
   EXPECT_EQ(s.good_steps, 0);
 }
 
-TEST(LossScaler, DoublesAfterTheDefaultIntervalOnly) {
+TEST(OptimizerLossScaler, DoublesAfterTheDefaultIntervalOnly) {
   LossScaler s;
   for (int i = 0; i < 1999; ++i) s.update(true);
   EXPECT_EQ(s.scale, 65536);
@@ -340,7 +340,7 @@ TEST(LossScaler, DoublesAfterTheDefaultIntervalOnly) {
   EXPECT_EQ(s.scale, 131072);
 }
 
-TEST(LossScaler, NeverBelowOne) {
+TEST(OptimizerLossScaler, NeverBelowOne) {
   LossScaler s;
   s.scale = 2;
   s.update(false);
