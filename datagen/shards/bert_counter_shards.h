@@ -1,0 +1,39 @@
+// make-pretraining-shards, BERT with the counter RNG, for one split of the token store:
+//   instances: per (document, pass) in parallel, each from its own counter-based RNG stream,
+//     scattered to spill buckets (bert_spill_record.h) by a seeded hash of (pass, document,
+//     instance); the buckets and their counts (spill.json) survive for --resume;
+//   write: each bucket loaded, shuffled in memory and dealt in order into shards of equal size (±1).
+// A bucket is about bucket_bytes, so memory does not grow with the corpus; the bytes depend only
+// on the store, options and seed, never on the number of threads.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "datagen/shards/bert_instances.h"
+#include "datagen/shards/make_shards_stats.h"
+#include "datagen/shards/shard_series.h"
+#include "datagen/shards/token_store.h"
+
+namespace pretrain {
+
+struct BertCounterOptions {
+  BertInstanceOptions instances;  // seq_len, max_predictions, masked_lm_prob, short_seq_prob, whole_word_mask
+  int dupe_factor = 10;
+  uint64_t seed = 12345;
+  int compression_level = 4;
+  std::string spill_dir;                          // this split's buckets (in <output>/.work)
+  uint64_t bucket_bytes = uint64_t{256} << 20;    // spill bucket size target: the write stage's memory
+  uint64_t store_resident_budget = TokenStore::kResidentBudget;  // a larger store is read through pread windows
+  void check() const;  // UsageError naming the command-line option (check_bert_shard_options), or bucket_bytes 0
+};
+
+// Writes the split of `documents` (store ids) into `output`'s shards and counts it in `stats`.
+// The run's key (output.manifest.extra["key"]) tells this run's spill buckets from another's.
+void write_bert_counter_split(const BertCounterOptions& options, const BertMaskVocab& vocab, const TokenStore& store,
+                              const std::vector<uint32_t>& documents, const SplitOutput& output,
+                              MakeShardsStats& stats);
+
+}  // namespace pretrain

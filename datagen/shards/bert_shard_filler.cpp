@@ -1,0 +1,99 @@
+#include "datagen/shards/bert_shard_filler.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "common/manifest.h"
+
+namespace pretrain {
+
+void BertShardFillerOptions::check() const {
+  if (seq_len < 5 || seq_len > 65535) throw UsageError("--seq-len must be in [5, 65535]");
+  if (max_predictions < 1 || max_predictions > 255) throw UsageError("--max-predictions must be in [1, 255]");
+  if (compression_level < 0 || compression_level > 9) throw UsageError("--compression-level must be in [0, 9]");
+}
+
+void check_bert_shard_options(const BertInstanceOptions& instances, int dupe_factor, int compression_level) {
+  if (dupe_factor < 1) throw UsageError("--dupe-factor must be at least 1");
+  if (instances.masked_lm_prob <= 0 || instances.masked_lm_prob > 1) throw UsageError("--masked-lm-prob must be in (0, 1]");
+  if (instances.short_seq_prob < 0 || instances.short_seq_prob > 1) throw UsageError("--short-seq-prob must be in [0, 1]");
+  BertShardFillerOptions{.seq_len = instances.seq_len,
+                         .max_predictions = instances.max_predictions,
+                         .compression_level = compression_level}
+      .check();
+}
+
+ShardFormat bert_shard_format(const BertShardFillerOptions& o) {
+  return {.name = kFormatBertHdf5, .extension = ".hdf5", .seq_len = o.seq_len, .max_predictions = o.max_predictions};
+}
+
+BertShardFiller::BertShardFiller(ShardSeries& series, const BertShardFillerOptions& options, MakeShardsStats& stats)
+    : series_(series), options_(options), stats_(stats), batch_(kBatchRows, options.seq_len, options.max_predictions) {}
+
+void BertShardFiller::add(const SpillRecord& record) {
+  count(record);
+  while (shard_ < series_.count() && in_shard_ == series_.size(shard_)) next_shard();
+  if (shard_ >= series_.count()) throw Error("internal: more instances than the shard sizes hold");
+  if (!series_.kept(shard_)) {
+    record.write_row(batch_, rows_);
+    if (++rows_ == kBatchRows) flush();
+  }
+  ++in_shard_;
+}
+
+void BertShardFiller::finish() {
+  while (shard_ < series_.count()) next_shard();
+}
+
+void BertShardFiller::count(const SpillRecord& r) {
+  MakeShardsStats& s = stats_;
+  s.instance_tokens += r.tokens.size();
+  s.predictions += r.labels.size();
+  for (size_t k = 0; k < r.labels.size(); ++k) {
+    TokenId32 now = r.tokens[r.positions[k]];
+    if (now == options_.mask_id)
+      ++s.masked_as_mask;
+    else if (now == r.labels[k])
+      ++s.masked_kept;  // (a random draw of the same token also lands here: 1 in vocab size)
+    else
+      ++s.masked_random;
+  }
+  const bool random_next = r.flags & 1, short_target = r.flags & 2, forced = r.flags & 4, first = r.flags & 8;
+  s.random_next += random_next;
+  s.forced_random_next += forced;
+  s.short_target_instances += short_target;
+  s.document_passes += first;
+  s.short_document_passes += first && short_target;
+  const int seq_len = options_.seq_len;
+  const size_t width = size_t(std::max(1, seq_len / 16));
+  if (s.length_histogram.empty()) s.length_histogram.assign(size_t(seq_len) / width + 1, 0);
+  ++s.length_histogram[std::min(s.length_histogram.size() - 1, r.tokens.size() / width)];
+}
+
+BertShardWriter& BertShardFiller::writer() {
+  if (!writer_)
+    writer_.emplace(series_.path(shard_), options_.seq_len, options_.max_predictions,
+                    BertShardOptions{.gzip_level = options_.compression_level});
+  return *writer_;
+}
+
+void BertShardFiller::flush() {
+  if (rows_ == 0) return;
+  if (rows_ < kBatchRows) batch_.resize(rows_, options_.seq_len, options_.max_predictions);
+  writer().append(batch_);
+  if (rows_ < kBatchRows) batch_.resize(kBatchRows, options_.seq_len, options_.max_predictions);
+  rows_ = 0;
+}
+
+void BertShardFiller::next_shard() {
+  if (!series_.kept(shard_)) {
+    flush();
+    writer().commit();
+    writer_.reset();
+    series_.committed(shard_, in_shard_);
+  }
+  ++shard_;
+  in_shard_ = 0;
+}
+
+}  // namespace pretrain

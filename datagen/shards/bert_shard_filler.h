@@ -1,0 +1,58 @@
+// make-pretraining-shards' BERT writer: instances (spill records), in the order given, dealt into
+// a series' HDF5 shards (formats/bert_hdf5.h) and counted in the statistics. A shard an earlier
+// run wrote (ShardSeries::kept) is counted but not written again.
+#pragma once
+#include <cstdint>
+#include <optional>
+
+#include "datagen/shards/bert_instances.h"
+#include "datagen/shards/bert_spill_record.h"
+#include "datagen/shards/make_shards_stats.h"
+#include "datagen/shards/shard_series.h"
+#include "formats/bert_hdf5.h"
+
+namespace pretrain {
+
+struct BertShardFillerOptions {
+  int seq_len = 128;
+  int max_predictions = 20;
+  int compression_level = 4;  // gzip level of the HDF5 chunks (0–9)
+  TokenId32 mask_id = -1;     // [MASK], to count how each prediction was masked
+  // UsageError, naming the command-line option, for a value out of range: seq_len [5, 65535] and
+  // max_predictions [1, 255] (a spill record holds them in 16 and 8 bits), compression_level [0, 9].
+  void check() const;
+};
+
+// What both BERT stages check of their options (the filler's, with masked_lm_prob in (0, 1],
+// short_seq_prob in [0, 1] and dupe_factor at least 1): UsageError naming the command-line option.
+void check_bert_shard_options(const BertInstanceOptions& instances, int dupe_factor, int compression_level);
+
+// The series' manifest format for BERT shards of these options.
+ShardFormat bert_shard_format(const BertShardFillerOptions& options);
+
+class BertShardFiller {
+ public:
+  BertShardFiller(ShardSeries& series, const BertShardFillerOptions& options, MakeShardsStats& stats);
+  void add(const SpillRecord& record);
+  // Commits the last shard (and any left empty).
+  void finish();
+
+ private:
+  static constexpr int64_t kBatchRows = 256;  // rows handed to the writer at a time
+
+  void count(const SpillRecord& record);
+  BertShardWriter& writer();
+  void flush();
+  void next_shard();
+
+  ShardSeries& series_;
+  BertShardFillerOptions options_;
+  MakeShardsStats& stats_;
+  std::optional<BertShardWriter> writer_;
+  BertBatch batch_;
+  int64_t rows_ = 0;
+  size_t shard_ = 0;
+  uint64_t in_shard_ = 0;
+};
+
+}  // namespace pretrain

@@ -1,0 +1,66 @@
+#include "datagen/shards/make_shards_stats.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+
+namespace pretrain {
+
+nlohmann::json MakeShardsStats::to_json(int seq_len) const {
+  auto share = [](uint64_t a, uint64_t b) { return b ? double(a) / double(b) : 0.0; };
+  nlohmann::json j = {{"documents", documents},
+                      {"sentences", sentences},
+                      {"tokens", tokens},
+                      {"train_documents", train_documents},
+                      {"valid_documents", valid_documents},
+                      {"instances", instances},
+                      {"valid_instances", valid_instances},
+                      {"instance_tokens", instance_tokens},
+                      {"shards", shards},
+                      {"seconds", seconds},
+                      {"stage_seconds", {{"tokenize", tokenize_seconds}, {"instances", instances_seconds}, {"write", write_seconds}}},
+                      {"stage_cpu_seconds",
+                       {{"tokenize", tokenize_cpu_seconds}, {"instances", instances_cpu_seconds}, {"write", write_cpu_seconds}}}};
+  if (predictions) {
+    const uint64_t all = instances + valid_instances;
+    j["predictions"] = predictions;
+    j["masked_fraction"] = share(predictions, instance_tokens);
+    j["mask_share"] = share(masked_as_mask, predictions);
+    j["kept_share"] = share(masked_kept, predictions);
+    j["random_share"] = share(masked_random, predictions);
+    // Google's algorithm takes a random B always when the chunk is one sentence, and by a fair
+    // coin otherwise: the coin's share is the 50% one; the overall share is higher on corpora of
+    // short documents. Likewise the short target is drawn once per (document, pass).
+    j["nsp_random_share"] = share(random_next, all);
+    j["nsp_coin_random_share"] = share(random_next - forced_random_next, all - forced_random_next);
+    j["short_target_share"] = share(short_document_passes, document_passes);
+    j["short_target_instance_share"] = share(short_target_instances, all);
+    j["padding_share"] = 1.0 - share(instance_tokens, all * uint64_t(seq_len));
+    j["length_histogram"] = {{"bin_width", std::max(1, seq_len / 16)}, {"counts", length_histogram}};
+  }
+  return j;
+}
+
+namespace {
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto secs = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  return secs(u.ru_utime) + secs(u.ru_stime);
+}
+
+}  // namespace
+
+StageClock::StageClock() : wall_(std::chrono::steady_clock::now()), cpu_(process_cpu_seconds()) {}
+
+double StageClock::wall_seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_).count();
+}
+
+void StageClock::add_to(double& wall, double& cpu) const {
+  wall += wall_seconds();
+  cpu += process_cpu_seconds() - cpu_;
+}
+
+}  // namespace pretrain

@@ -1,0 +1,151 @@
+#include "datagen/shards/tokenize_documents.h"
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_pipeline.h>
+
+#include "common/cli.h"
+#include "common/error.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "common/progress.h"
+#include "datagen/shards/token_store.h"
+#include "tokenizer/sentences.h"
+
+namespace pretrain {
+
+nlohmann::json token_store_key(const TokenizeOptions& o, const Tokenizer& tok, const TextDocumentReader& reader) {
+  nlohmann::json inputs = nlohmann::json::array();
+  namespace fs = std::filesystem;
+  for (const auto& u : reader.units()) {
+    std::error_code ec;
+    auto mtime = fs::last_write_time(u.path, ec).time_since_epoch().count();
+    inputs.push_back({u.path, fs::is_directory(u.path, ec) ? 0 : file_size(u.path), int64_t(mtime)});
+  }
+  return {{"inputs", inputs},
+          {"model", model_kind_name(o.model)},
+          {"lang", o.lang},
+          {"tokenizer", tok.info().vocab_hash},
+          {"lowercase", o.tokenizer_options.lowercase ? int(*o.tokenizer_options.lowercase) : -1},
+          {"python_compat", o.tokenizer_options.python_compat},
+          {"max_chars", o.tokenizer_options.max_input_chars_per_word}};
+}
+
+TokenId32 end_of_document_id(const Tokenizer& tok) {
+  auto ids = tok.special_ids();
+  for (const char* role : {"eod", "eos", "sep"})
+    if (auto it = ids.find(role); it != ids.end()) return it->second;
+  throw UsageError(Where{tok.source()}, "the tokenizer has no end-of-document token (eod, eos or [SEP]) for GPT data");
+}
+
+namespace {
+
+using TokenizedDoc = std::vector<std::vector<TokenId32>>;
+
+// Documents read and tokenized together: the pipeline's unit of work.
+struct Batch {
+  std::vector<RawDocument> docs;
+  std::vector<TokenizedDoc> out;
+  uint64_t text_bytes = 0;  // of the documents' text, which spaces the checkpoints
+  uint64_t end_bytes = 0;   // input bytes read through this batch (read here, not from the reader,
+                            // which the input stage is advancing on another thread)
+};
+
+// A run that continues from the last checkpoint of an interrupted one reads that run's input
+// documents again, to find where to go on, but does not tokenize them. Returns how many it read.
+uint64_t skip_checkpointed(const TokenStoreWriter::Checkpoint& from, TextDocumentReader& reader,
+                           const std::string& store_dir) {
+  log_info(cat("--resume: the token store holds ", from.documents, " documents (", from.tokens,
+               " tokens) from an interrupted run; tokenizing from input document ", from.input_documents));
+  uint64_t input_documents = 0;
+  for (RawDocument doc; input_documents < from.input_documents; ++input_documents)
+    if (!reader.next(doc)) throw Error(Where{store_dir}, "the inputs hold fewer documents than the checkpoint says");
+  return input_documents;
+}
+
+}  // namespace
+
+void tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, TextDocumentReader& reader,
+                        const std::string& store_dir, const nlohmann::json& key) {
+  const bool gpt = o.model == ModelKind::gpt;
+  const TokenId32 eod = gpt ? end_of_document_id(tok) : -1;
+  std::optional<SentenceSplitter> splitter_proto;
+  if (!gpt) splitter_proto.emplace(o.lang);
+  tbb::enumerable_thread_specific<std::optional<SentenceSplitter>> splitters;
+  std::optional<TokenStoreWriter::Checkpoint> from;
+  if (o.resume) from = TokenStoreWriter::resume_point(store_dir, key);
+  TokenStoreWriter writer = from ? TokenStoreWriter(store_dir, *from) : TokenStoreWriter(store_dir);
+  uint64_t input_documents = from ? skip_checkpointed(*from, reader, store_dir) : 0;
+  Progress progress("tokenize", reader.total_bytes(), Progress::Unit::bytes);
+  uint64_t text_since_checkpoint = 0;
+
+  auto read_batch = [&](tbb::flow_control& fc) {
+    const size_t max_batch_docs = 256, max_batch_bytes = size_t{4} << 20;
+    auto batch = std::make_shared<Batch>();
+    size_t bytes = 0;
+    RawDocument doc;
+    while (batch->docs.size() < max_batch_docs && bytes < max_batch_bytes && reader.next(doc)) {
+      bytes += doc.text.size();
+      for (const auto& s : doc.sentences) bytes += s.size();
+      batch->docs.push_back(std::move(doc));
+    }
+    if (batch->docs.empty()) fc.stop();
+    batch->text_bytes = bytes;
+    batch->end_bytes = reader.bytes_read();
+    return batch;
+  };
+  auto tokenize_batch = [&](std::shared_ptr<Batch> batch) {
+    batch->out.resize(batch->docs.size());
+    for (size_t i = 0; i < batch->docs.size(); ++i) {
+      RawDocument& doc = batch->docs[i];
+      TokenizedDoc& out = batch->out[i];
+      if (gpt) {
+        // The whole text, as Megatron's preprocess_data.py encodes a JSON document.
+        std::string text = doc.presplit ? std::string() : std::move(doc.text);
+        for (size_t k = 0; k < doc.sentences.size(); ++k) text += (k ? "\n" : "") + doc.sentences[k];
+        std::vector<TokenId32> ids;
+        tok.encode_into(text, ids);
+        if (!ids.empty()) {
+          ids.push_back(eod);
+          out.push_back(std::move(ids));
+        }
+        continue;
+      }
+      if (!doc.presplit) {
+        auto& local = splitters.local();
+        if (!local) local.emplace(*splitter_proto);
+        doc.sentences = local->split(doc.text);
+      }
+      for (const auto& sentence : doc.sentences) {
+        std::vector<TokenId32> ids;
+        tok.encode_into(sentence, ids);
+        if (!ids.empty()) out.push_back(std::move(ids));
+      }
+    }
+    return batch;
+  };
+  auto store_batch = [&](std::shared_ptr<Batch> batch) {
+    for (const auto& d : batch->out) writer.add_document(d);
+    input_documents += batch->docs.size();
+    text_since_checkpoint += batch->text_bytes;
+    if (text_since_checkpoint >= o.checkpoint_bytes) {
+      writer.checkpoint(input_documents, key);
+      text_since_checkpoint = 0;
+    }
+    progress.set(batch->end_bytes);
+    progress.set_note(cat(writer.documents(), " documents, ", writer.tokens(), " tokens"));
+  };
+  tbb::parallel_pipeline(
+      size_t(2 * max_threads() + 2),
+      tbb::make_filter<void, std::shared_ptr<Batch>>(tbb::filter_mode::serial_in_order, read_batch) &
+          tbb::make_filter<std::shared_ptr<Batch>, std::shared_ptr<Batch>>(tbb::filter_mode::parallel, tokenize_batch) &
+          tbb::make_filter<std::shared_ptr<Batch>, void>(tbb::filter_mode::serial_in_order, store_batch));
+  progress.finish();
+  writer.commit(key);
+}
+
+}  // namespace pretrain

@@ -1,0 +1,131 @@
+// BERT with --rng python over a token store: the shards hold exactly the instances of
+// create_training_instances_python (the Python script's algorithm) on the same documents, in its
+// order, dealt into shards of equal size; a valid split and bad options are refused.
+#include "datagen/shards/bert_python_shards.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "common/error.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "formats/bert_hdf5.h"
+#include "test_util.h"
+
+namespace pretrain {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+BertMaskVocab toy_vocab() {
+  std::vector<std::string> entries = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  for (int i = 0; i < 30; ++i) entries.push_back("w" + std::to_string(i));
+  return make_bert_mask_vocab(entries, "toy");
+}
+
+// The same `docs` documents into a store and into memory.
+InMemoryCorpus write_store(const std::string& dir, int docs) {
+  InMemoryCorpus corpus;
+  TokenStoreWriter w(dir);
+  std::mt19937 gen(5);
+  for (int d = 0; d < docs; ++d) {
+    std::vector<std::vector<TokenId32>> doc(1 + gen() % 6);
+    for (auto& s : doc) {
+      s.resize(3 + gen() % 8);
+      for (auto& t : s) t = TokenId32(5 + gen() % 30);
+    }
+    w.add_document(doc);
+    corpus.documents.push_back(doc);
+  }
+  w.commit({{"test", 1}});
+  return corpus;
+}
+
+BertPythonOptions options() {
+  BertPythonOptions o;
+  o.instances.seq_len = 24;
+  o.instances.max_predictions = 4;
+  o.instances.whole_word_mask = false;
+  o.dupe_factor = 2;
+  o.seed = 12345;
+  return o;
+}
+
+SplitOutput output_in(const std::string& dir) {
+  SplitOutput out;
+  out.dir = dir;
+  out.num_shards = 2;
+  out.manifest.extra["key"] = "k";
+  return out;
+}
+
+TEST(BertPythonShards, TheShardsHoldThePythonAlgorithmsInstancesInItsOrder) {
+  set_log_level(LogLevel::warn);
+  TempDir dir;
+  InMemoryCorpus corpus = write_store(dir.file("store"), 30);
+  const TokenStore store(dir.file("store"));
+  const BertMaskVocab vocab = toy_vocab();
+  MakeShardsStats stats;
+  write_bert_python_shards(options(), vocab, store, output_in(dir.file("out")), stats);
+
+  const auto want = create_training_instances_python(corpus, options().instances, vocab, 2, 12345);
+  ASSERT_GT(want.size(), 30u);
+  EXPECT_EQ(stats.instances, want.size());
+  EXPECT_EQ(stats.train_documents, 30u);
+  EXPECT_EQ(stats.shards, 2u);
+  const Manifest m = Manifest::read(path_join(dir.file("out"), kManifestName));
+  EXPECT_TRUE(m.complete);
+  ASSERT_EQ(m.shards.size(), 2u);
+  size_t k = 0;
+  for (const auto& e : m.shards) {
+    BertShardReader reader(path_join(dir.file("out"), e.file));
+    EXPECT_EQ(uint64_t(reader.size()), e.records);
+    for (int64_t r = 0; r < reader.size(); ++r, ++k) {
+      ASSERT_LT(k, want.size());
+      const BertRecord got = reader.read(r), expected = want[k].to_record(24, 4);
+      EXPECT_EQ(got.input_ids, expected.input_ids) << k;
+      EXPECT_EQ(got.masked_lm_positions, expected.masked_lm_positions) << k;
+      EXPECT_EQ(got.masked_lm_ids, expected.masked_lm_ids) << k;
+      EXPECT_EQ(got.next_sentence_label, expected.next_sentence_label) << k;
+    }
+  }
+  EXPECT_EQ(k, want.size());
+}
+
+TEST(BertPythonShards, AValidSplitAndBadOptionsAreRefusedBeforeAnythingIsWritten) {
+  set_log_level(LogLevel::warn);
+  TempDir dir;
+  write_store(dir.file("store"), 5);
+  const TokenStore store(dir.file("store"));
+  const BertMaskVocab vocab = toy_vocab();
+  auto error_of = [&](const BertPythonOptions& o, const SplitOutput& out) -> std::string {
+    MakeShardsStats stats;
+    try {
+      write_bert_python_shards(o, vocab, store, out, stats);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  SplitOutput valid = output_in(dir.file("out"));
+  valid.valid = true;
+  EXPECT_NE(error_of(options(), valid).find("no valid split"), std::string::npos);
+  BertPythonOptions o = options();
+  o.dupe_factor = 0;
+  EXPECT_NE(error_of(o, output_in(dir.file("out"))).find("--dupe-factor"), std::string::npos);
+  o = options();
+  o.instances.short_seq_prob = -1;
+  EXPECT_NE(error_of(o, output_in(dir.file("out"))).find("--short-seq-prob"), std::string::npos);
+  o = options();
+  o.compression_level = 11;
+  EXPECT_NE(error_of(o, output_in(dir.file("out"))).find("--compression-level"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir.file("out")));
+  EXPECT_EQ(error_of(options(), output_in(dir.file("out"))), "") << "the good options work";
+}
+
+}  // namespace
+}  // namespace pretrain

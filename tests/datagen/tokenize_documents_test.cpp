@@ -1,0 +1,151 @@
+// Stage 1 of make-pretraining-shards: documents → token store. BERT keeps the text format's lines
+// as sentences and splits JSON documents' text into sentences; GPT encodes each document whole and
+// ends it with the end-of-document id; the store's key says what made it; a checkpointed store
+// continues where it stopped; a tokenizer without an end-of-document token and a corrupt input
+// are refused naming the file.
+#include "datagen/shards/tokenize_documents.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "datagen/shards/token_store.h"
+#include "test_util.h"
+
+namespace pretrain {
+namespace {
+
+using testing::TempDir;
+
+class TokenizeDocuments : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    set_log_level(LogLevel::warn);
+    std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n.\n";
+    for (const char* w : {"the", "ship", "light", "tower", "sea", "stone", "bread", "water"}) vocab += std::string(w) + "\n";
+    write_file_atomic(dir.file("vocab.txt"), vocab);
+    tok = load_tokenizer(dir.file("vocab.txt"));
+    // Google's text format: a blank line between documents; the third document is blank.
+    write_file_atomic(dir.file("corpus.txt"),
+                      "the ship .\nthe light tower .\nsea stone\n\nbread and water .\n\n \n\nthe sea .\n");
+    write_file_atomic(dir.file("docs.jsonl"),
+                      "{\"text\": \"The ship sails. The light shines.\\nBread and water.\"}\n{\"text\": \"Stone.\"}\n");
+  }
+  // Document d of the store as its sentences.
+  static std::vector<std::vector<TokenId32>> sentences(const TokenStore& s, size_t d) {
+    std::vector<std::vector<TokenId32>> out;
+    for (size_t i = 0; i < s.num_sentences(d); ++i) {
+      auto span = s.sentence(d, i);
+      out.emplace_back(span.begin(), span.end());
+    }
+    return out;
+  }
+  void tokenize(const TokenizeOptions& o, const std::string& input, const std::string& store) {
+    TextDocumentReader reader({input});
+    tokenize_documents(o, *tok, reader, store, token_store_key(o, *tok, reader));
+  }
+  TempDir dir;
+  std::unique_ptr<Tokenizer> tok;
+};
+
+TEST_F(TokenizeDocuments, BertKeepsTheTextFormatsLinesAsSentences) {
+  tokenize({.model = ModelKind::bert}, dir.file("corpus.txt"), dir.file("store"));
+  const TokenStore store(dir.file("store"));
+  ASSERT_EQ(store.num_documents(), 3u) << "the blank document is dropped";
+  EXPECT_EQ(sentences(store, 0), (std::vector<std::vector<TokenId32>>{
+                                     tok->encode("the ship ."), tok->encode("the light tower ."), tok->encode("sea stone")}));
+  EXPECT_EQ(sentences(store, 1), (std::vector<std::vector<TokenId32>>{tok->encode("bread and water .")}));
+  EXPECT_EQ(sentences(store, 2), (std::vector<std::vector<TokenId32>>{tok->encode("the sea .")}));
+}
+
+TEST_F(TokenizeDocuments, BertSplitsADocumentsTextIntoSentences) {
+  tokenize({.model = ModelKind::bert}, dir.file("docs.jsonl"), dir.file("store"));
+  const TokenStore store(dir.file("store"));
+  ASSERT_EQ(store.num_documents(), 2u);
+  EXPECT_EQ(sentences(store, 0), (std::vector<std::vector<TokenId32>>{tok->encode("The ship sails."),
+                                                                       tok->encode("The light shines."),
+                                                                       tok->encode("Bread and water.")}));
+}
+
+TEST_F(TokenizeDocuments, GptEncodesEachDocumentWholeAndEndsItWithEod) {
+  const TokenId32 eod = end_of_document_id(*tok);
+  EXPECT_EQ(eod, 3) << "a WordPiece vocabulary's [SEP]";
+  tokenize({.model = ModelKind::gpt}, dir.file("corpus.txt"), dir.file("store"));
+  const TokenStore store(dir.file("store"));
+  ASSERT_EQ(store.num_documents(), 3u);
+  std::vector<TokenId32> want = tok->encode("the ship .\nthe light tower .\nsea stone");
+  want.push_back(eod);
+  auto got = store.document_tokens(0);
+  EXPECT_EQ(std::vector<TokenId32>(got.begin(), got.end()), want);
+}
+
+TEST_F(TokenizeDocuments, TheKeySaysWhatMadeTheStore) {
+  TextDocumentReader reader({dir.file("corpus.txt")});
+  const TokenizeOptions bert{.model = ModelKind::bert};
+  const nlohmann::json key = token_store_key(bert, *tok, reader);
+  EXPECT_EQ(key.at("inputs").size(), 1u);
+  EXPECT_EQ(key.at("inputs")[0][0], dir.file("corpus.txt"));
+  EXPECT_EQ(key, token_store_key(bert, *tok, reader));
+  EXPECT_NE(key, token_store_key({.model = ModelKind::gpt}, *tok, reader));
+  EXPECT_NE(key, token_store_key({.model = ModelKind::bert, .lang = "de"}, *tok, reader));
+  TokenizeOptions lower = bert;
+  lower.tokenizer_options.lowercase = true;
+  EXPECT_NE(key, token_store_key(lower, *tok, reader));
+  tokenize_documents(bert, *tok, reader, dir.file("store"), key);
+  EXPECT_TRUE(TokenStore::complete(dir.file("store"), key));
+  EXPECT_FALSE(TokenStore::complete(dir.file("store"), token_store_key({.model = ModelKind::gpt}, *tok, reader)));
+}
+
+TEST_F(TokenizeDocuments, AResumedStoreContinuesFromItsCheckpoint) {
+  std::string big;
+  for (int d = 0; d < 600; ++d) big += "the ship " + std::to_string(d) + " .\nsea stone .\n\n";
+  write_file_atomic(dir.file("big.txt"), big);
+  TokenizeOptions o{.model = ModelKind::bert};
+  tokenize(o, dir.file("big.txt"), dir.file("whole"));
+  TextDocumentReader reader({dir.file("big.txt")});
+  const nlohmann::json key = token_store_key(o, *tok, reader);
+  {
+    // What a kill leaves: a store checkpointed after two input documents, never committed. Its
+    // documents are markers, which a run that tokenized them again would replace.
+    TokenStoreWriter w(dir.file("cut"));
+    w.add_document({{99}});
+    w.add_document({{98}, {97}});
+    w.checkpoint(2, key);
+  }
+  ASSERT_TRUE(TokenStoreWriter::resume_point(dir.file("cut"), key).has_value());
+  o.resume = true;
+  tokenize_documents(o, *tok, reader, dir.file("cut"), key);
+  const TokenStore whole(dir.file("whole")), cut(dir.file("cut"));
+  ASSERT_EQ(cut.num_documents(), 600u);
+  EXPECT_EQ(sentences(cut, 0), (std::vector<std::vector<TokenId32>>{{99}})) << "the checkpointed documents are kept";
+  EXPECT_EQ(sentences(cut, 1), (std::vector<std::vector<TokenId32>>{{98}, {97}}));
+  for (size_t d : {size_t{2}, size_t{3}, size_t{599}}) EXPECT_EQ(sentences(cut, d), sentences(whole, d)) << d;
+  EXPECT_TRUE(TokenStore::complete(dir.file("cut"), key));
+}
+
+TEST_F(TokenizeDocuments, NoEndOfDocumentTokenOrACorruptInputIsAnErrorNamingTheFile) {
+  write_file_atomic(dir.file("no-sep.txt"), "[PAD]\n[UNK]\nthe\n");
+  auto plain = load_tokenizer(dir.file("no-sep.txt"));
+  try {
+    end_of_document_id(*plain);
+    ADD_FAILURE() << "no error for a tokenizer without an end-of-document token";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("no-sep.txt"), std::string::npos) << e.what();
+  }
+  write_file_atomic(dir.file("corrupt.jsonl"), "{\"text\": \"fine.\"}\n{\"text\": broken\n");
+  try {
+    tokenize({.model = ModelKind::bert}, dir.file("corrupt.jsonl"), dir.file("store"));
+    ADD_FAILURE() << "no error for a corrupt input";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("corrupt.jsonl"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(path_join(dir.file("store"), "store.json"))) << "no store was committed";
+}
+
+}  // namespace
+}  // namespace pretrain
