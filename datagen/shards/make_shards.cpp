@@ -116,7 +116,6 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
   make_dirs(o.output_dir);
   const std::string work = work_dir(o);
   const std::string store_dir = path_join(work, "store");
-  make_dirs(store_dir);
   TextDocumentReader reader(o.inputs);
   const TokenizeOptions tokenize = tokenize_options(o);
   const nlohmann::json skey = token_store_key(tokenize, *tok, reader);

@@ -71,6 +71,7 @@ uint64_t skip_checkpointed(const TokenStoreWriter::Checkpoint& from, TextDocumen
 
 void tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, TextDocumentReader& reader,
                         const std::string& store_dir, const nlohmann::json& key) {
+  make_dirs(store_dir);
   const bool gpt = o.model == ModelKind::gpt;
   const TokenId32 eod = gpt ? end_of_document_id(tok) : -1;
   std::optional<SentenceSplitter> splitter_proto;

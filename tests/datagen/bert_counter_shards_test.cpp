@@ -38,6 +38,7 @@ BertMaskVocab toy_vocab() {
 
 // `docs` documents of 1–6 sentences of 3–10 word ids.
 void write_store(const std::string& dir, int docs) {
+  make_dirs(dir);
   TokenStoreWriter w(dir);
   std::mt19937 gen(11);
   for (int d = 0; d < docs; ++d) {

@@ -30,6 +30,7 @@ BertMaskVocab toy_vocab() {
 // The same `docs` documents into a store and into memory.
 InMemoryCorpus write_store(const std::string& dir, int docs) {
   InMemoryCorpus corpus;
+  make_dirs(dir);
   TokenStoreWriter w(dir);
   std::mt19937 gen(5);
   for (int d = 0; d < docs; ++d) {

@@ -43,6 +43,7 @@ class GptShards : public ::testing::Test {
  protected:
   void SetUp() override {
     set_log_level(LogLevel::warn);
+    make_dirs(dir.file("store"));
     TokenStoreWriter w(dir.file("store"));
     for (int d = 0; d < 7; ++d) w.add_document(document(d));
     w.commit({{"test", 1}});

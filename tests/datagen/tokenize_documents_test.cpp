@@ -112,6 +112,7 @@ TEST_F(TokenizeDocuments, AResumedStoreContinuesFromItsCheckpoint) {
   {
     // What a kill leaves: a store checkpointed after two input documents, never committed. Its
     // documents are markers, which a run that tokenized them again would replace.
+    make_dirs(dir.file("cut"));
     TokenStoreWriter w(dir.file("cut"));
     w.add_document({{99}});
     w.add_document({{98}, {97}});
