@@ -16,7 +16,6 @@
 #include "common/counter_rng.h"
 #include "common/error.h"
 #include "common/file.h"
-#include "common/log.h"
 #include "common/progress.h"
 #include "datagen/shards/bert_shard_filler.h"
 #include "datagen/shards/bert_spill_record.h"

@@ -1,5 +1,5 @@
-// make-pretraining-shards: documents → BERT HDF5 or GPT Megatron/llm.c shards. The work is in
-// make_shards.cpp; this maps the command line onto MakeShardsOptions.
+// make-pretraining-shards: documents → BERT HDF5 or GPT Megatron/llm.c shards. The work is in the
+// stages make_shards.h lists; this maps the command line onto MakeShardsOptions.
 #include "common/cli.h"
 #include "common/log.h"
 #include "datagen/shards/make_shards.h"

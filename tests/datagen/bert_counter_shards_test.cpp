@@ -13,7 +13,6 @@
 #include <map>
 #include <numeric>
 #include <optional>
-#include <random>
 #include <string>
 
 #include "common/error.h"
@@ -21,6 +20,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "formats/bert_hdf5.h"
+#include "shard_stage_data.h"
 #include "test_util.h"
 
 namespace pretrain {
@@ -28,35 +28,14 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::TempDir;
-
-// [PAD] [UNK] [CLS] [SEP] [MASK] then 30 words.
-BertMaskVocab toy_vocab() {
-  std::vector<std::string> entries = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-  for (int i = 0; i < 30; ++i) entries.push_back("w" + std::to_string(i));
-  return make_bert_mask_vocab(entries, "toy");
-}
-
-// `docs` documents of 1–6 sentences of 3–10 word ids.
-void write_store(const std::string& dir, int docs) {
-  make_dirs(dir);
-  TokenStoreWriter w(dir);
-  std::mt19937 gen(11);
-  for (int d = 0; d < docs; ++d) {
-    std::vector<std::vector<TokenId32>> doc(1 + gen() % 6);
-    for (auto& s : doc) {
-      s.resize(3 + gen() % 8);
-      for (auto& t : s) t = TokenId32(5 + gen() % 30);
-    }
-    w.add_document(doc);
-  }
-  w.commit({{"test", 1}});
-}
+using testing::toy_bert_vocab;
+using testing::write_random_store;
 
 class BertCounterShards : public ::testing::Test {
  protected:
   void SetUp() override {
     set_log_level(LogLevel::warn);
-    write_store(dir.file("store"), 40);
+    write_random_store(dir.file("store"), 40, 11);
     store.emplace(dir.file("store"));
     all.resize(store->num_documents());
     std::iota(all.begin(), all.end(), 0u);
@@ -88,7 +67,7 @@ class BertCounterShards : public ::testing::Test {
   TempDir dir;
   std::optional<TokenStore> store;
   std::vector<uint32_t> all;
-  const BertMaskVocab vocab = toy_vocab();
+  const BertMaskVocab vocab = toy_bert_vocab();
 };
 
 TEST_F(BertCounterShards, EveryInstanceIsWrittenOnceIntoEqualShards) {

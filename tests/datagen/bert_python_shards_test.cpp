@@ -6,13 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <random>
 #include <string>
 
 #include "common/error.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "formats/bert_hdf5.h"
+#include "shard_stage_data.h"
 #include "test_util.h"
 
 namespace pretrain {
@@ -20,31 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::TempDir;
-
-BertMaskVocab toy_vocab() {
-  std::vector<std::string> entries = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-  for (int i = 0; i < 30; ++i) entries.push_back("w" + std::to_string(i));
-  return make_bert_mask_vocab(entries, "toy");
-}
-
-// The same `docs` documents into a store and into memory.
-InMemoryCorpus write_store(const std::string& dir, int docs) {
-  InMemoryCorpus corpus;
-  make_dirs(dir);
-  TokenStoreWriter w(dir);
-  std::mt19937 gen(5);
-  for (int d = 0; d < docs; ++d) {
-    std::vector<std::vector<TokenId32>> doc(1 + gen() % 6);
-    for (auto& s : doc) {
-      s.resize(3 + gen() % 8);
-      for (auto& t : s) t = TokenId32(5 + gen() % 30);
-    }
-    w.add_document(doc);
-    corpus.documents.push_back(doc);
-  }
-  w.commit({{"test", 1}});
-  return corpus;
-}
+using testing::toy_bert_vocab;
+using testing::write_random_store;
 
 BertPythonOptions options() {
   BertPythonOptions o;
@@ -67,9 +44,9 @@ SplitOutput output_in(const std::string& dir) {
 TEST(BertPythonShards, TheShardsHoldThePythonAlgorithmsInstancesInItsOrder) {
   set_log_level(LogLevel::warn);
   TempDir dir;
-  InMemoryCorpus corpus = write_store(dir.file("store"), 30);
+  InMemoryCorpus corpus = write_random_store(dir.file("store"), 30, 5);
   const TokenStore store(dir.file("store"));
-  const BertMaskVocab vocab = toy_vocab();
+  const BertMaskVocab vocab = toy_bert_vocab();
   MakeShardsStats stats;
   write_bert_python_shards(options(), vocab, store, output_in(dir.file("out")), stats);
 
@@ -100,9 +77,9 @@ TEST(BertPythonShards, TheShardsHoldThePythonAlgorithmsInstancesInItsOrder) {
 TEST(BertPythonShards, AValidSplitAndBadOptionsAreRefusedBeforeAnythingIsWritten) {
   set_log_level(LogLevel::warn);
   TempDir dir;
-  write_store(dir.file("store"), 5);
+  write_random_store(dir.file("store"), 5, 5);
   const TokenStore store(dir.file("store"));
-  const BertMaskVocab vocab = toy_vocab();
+  const BertMaskVocab vocab = toy_bert_vocab();
   auto error_of = [&](const BertPythonOptions& o, const SplitOutput& out) -> std::string {
     MakeShardsStats stats;
     try {

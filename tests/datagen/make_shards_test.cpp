@@ -1,4 +1,4 @@
-// make-pretraining-shards as a library (datagen/make_shards.h), on a small corpus and WordPiece
+// make-pretraining-shards as a library (datagen/shards/make_shards.h), on a small corpus and WordPiece
 // vocabulary the test writes: the manifest's fields against the files and the run's statistics,
 // the stages' outputs (BERT records well formed and their statistics; GPT documents each once with
 // EOD), --resume skipping the finished shards whose checksums verify and rewriting from the first
