@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "bert_record_expect.h"
 #include "formats/bert_hdf5.h"
 #include "shard_stage_data.h"
 #include "test_util.h"
@@ -64,11 +65,7 @@ TEST(BertPythonShards, TheShardsHoldThePythonAlgorithmsInstancesInItsOrder) {
     EXPECT_EQ(uint64_t(reader.size()), e.records);
     for (int64_t r = 0; r < reader.size(); ++r, ++k) {
       ASSERT_LT(k, want.size());
-      const BertRecord got = reader.read(r), expected = want[k].to_record(24, 4);
-      EXPECT_EQ(got.input_ids, expected.input_ids) << k;
-      EXPECT_EQ(got.masked_lm_positions, expected.masked_lm_positions) << k;
-      EXPECT_EQ(got.masked_lm_ids, expected.masked_lm_ids) << k;
-      EXPECT_EQ(got.next_sentence_label, expected.next_sentence_label) << k;
+      testing::expect_same_record(reader.read(r), want[k].to_record(24, 4), int64_t(k));
     }
   }
   EXPECT_EQ(k, want.size());

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "bert_record_expect.h"
 #include "test_util.h"
 
 namespace pretrain {
@@ -86,12 +87,7 @@ TEST(BertShardFiller, RecordsAreDealtInOrderIntoShardsOfEqualSize) {
     BertShardReader reader(path_join(out.dir, m.shards[s].file));
     EXPECT_EQ(reader.size(), s == 0 ? 4 : 3);
     for (int64_t r = 0; r < reader.size(); ++r, ++k) {
-      const BertRecord got = reader.read(r), want = w.instances[k].to_record(16, 3);
-      EXPECT_EQ(got.input_ids, want.input_ids) << k;
-      EXPECT_EQ(got.segment_ids, want.segment_ids) << k;
-      EXPECT_EQ(got.masked_lm_positions, want.masked_lm_positions) << k;
-      EXPECT_EQ(got.masked_lm_ids, want.masked_lm_ids) << k;
-      EXPECT_EQ(got.next_sentence_label, want.next_sentence_label) << k;
+      testing::expect_same_record(reader.read(r), w.instances[k].to_record(16, 3), int64_t(k));
     }
   }
   EXPECT_EQ(k, 10u);
