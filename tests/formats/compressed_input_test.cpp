@@ -4,11 +4,8 @@
 // naming the file and an offset; the serial bz2 source and Bz2Reader give the same bytes.
 #include "formats/compressed_input.h"
 
-#include <bzlib.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
-#include <zlib.h>
-#include <zstd.h>
 
 #include <random>
 #include <string>
@@ -16,13 +13,17 @@
 
 #include "common/error.h"
 #include "common/file.h"
+#include "compress_util.h"
 #include "formats/bz2_parallel.h"
 #include "test_util.h"
 
 namespace pretrain {
 namespace {
 
+using testing::bz2_stream;
+using testing::gzip_member;
 using testing::TempDir;
+using testing::zstd_frame;
 
 // Text-like bytes (words, newlines) that compress well, deterministic per seed.
 std::string make_text(size_t size, uint32_t seed) {
@@ -42,43 +43,6 @@ std::string make_noise(size_t size, uint32_t seed) {
   std::string bytes(size, '\0');
   for (char& c : bytes) c = static_cast<char>(rng());
   return bytes;
-}
-
-std::string zstd_frame(std::string_view text) {
-  // With a content checksum, as the zstd tool writes by default: a corrupt frame cannot decode
-  // to other bytes unnoticed.
-  ZSTD_CCtx* cctx = ZSTD_createCCtx();
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-  std::string out(ZSTD_compressBound(text.size()), '\0');
-  size_t n = ZSTD_compress2(cctx, out.data(), out.size(), text.data(), text.size());
-  ZSTD_freeCCtx(cctx);
-  EXPECT_FALSE(ZSTD_isError(n));
-  out.resize(n);
-  return out;
-}
-
-std::string bz2_stream(std::string_view text, int level = 9) {
-  unsigned size = static_cast<unsigned>(text.size() + text.size() / 100 + 600);
-  std::string out(size, '\0');
-  int rc = BZ2_bzBuffToBuffCompress(out.data(), &size, const_cast<char*>(text.data()),
-                                    static_cast<unsigned>(text.size()), level, 0, 0);
-  EXPECT_EQ(rc, BZ_OK);
-  out.resize(size);
-  return out;
-}
-
-std::string gzip_member(std::string_view text) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, text.size()) + 32, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  z.avail_in = static_cast<uInt>(text.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
 }
 
 struct Kind {
