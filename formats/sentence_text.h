@@ -7,8 +7,8 @@
 //                        be gzip, zstd or bz2 compressed; next_sentence() gives what the Python
 //                        script keeps of a line (invalid UTF-8 replaced, then str.strip()), empty
 //                        for a blank line, which ends a document. A document runs on into the next
-//                        file unless a blank line ends it: joining files is the caller's job
-//                        (datagen/shards/text_documents.h).
+//                        file unless a blank line ends it: the caller joins files
+//                        (make-pretraining-shards' TextDocumentReader does).
 //   SentenceTextWriter   one file of documents, committed atomically, with its xxh3 for the
 //                        manifest.
 #pragma once
