@@ -1,6 +1,5 @@
 #include "formats/compressed_input.h"
 
-#include <bzlib.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -13,13 +12,14 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "formats/bz2_parallel.h"
 
 namespace pretrain {
 
 namespace {
 
 constexpr size_t kRawReadBytes = size_t{256} << 10;  // compressed bytes per read
-constexpr size_t kMaxOutBytes = size_t{1} << 30;     // zlib's and libbz2's avail_out are 32-bit
+constexpr size_t kMaxOutBytes = size_t{1} << 30;     // zlib's avail_in and avail_out are 32-bit
 
 class FileDescriptor {
  public:
@@ -147,62 +147,40 @@ class ZstdSource : public FileByteSource {
   bool frame_open_ = false;
 };
 
-// bz2, single or multi-stream (pbzip2, wikiextractor --compress): streams are decoded one after
-// another, as bzip2 -d and Bz2Reader do.
-class Bz2Source : public FileByteSource {
+// bz2, single or multi-stream (pbzip2, wikiextractor --compress): Bz2Reader's stages run on the
+// caller's thread, so the serial and the block-parallel reader are one decoder and agree on every
+// byte and every error.
+class Bz2Source : public ByteSource {
  public:
-  explicit Bz2Source(const std::string& path) : FileByteSource(path) { start_stream(); }
-  ~Bz2Source() override { BZ2_bzDecompressEnd(&strm_); }
+  explicit Bz2Source(const std::string& path) : reader_(path, {.threads = 1, .read_size = kRawReadBytes}) {}
+  uint64_t file_bytes_read() const override { return reader_.compressed_consumed(); }
 
   size_t read(char* buf, size_t n) override {
-    n = std::min(n, kMaxOutBytes);
-    strm_.next_out = buf;
-    strm_.avail_out = static_cast<unsigned>(n);
-    while (strm_.avail_out > 0 && !done_) {
-      if (in_.size() == 0) in_.fill();
-      if (stream_ended_) {
-        if (in_.size() == 0) break;  // the end of the file
-        BZ2_bzDecompressEnd(&strm_);
-        start_stream();  // another stream, or trailing garbage (the decoder tells)
+    size_t got = 0;
+    while (got < n) {
+      if (!piece_ || pos_ == piece_->bytes().size()) {
+        if (got > 0) break;  // the bytes before a piece's error go out first
+        if (piece_) piece_->check();
+        if (done_ || !(piece_ = reader_.next_piece())) {
+          done_ = true;
+          break;
+        }
+        pos_ = 0;
+        continue;
       }
-      strm_.next_in = const_cast<char*>(in_.data());
-      strm_.avail_in = static_cast<unsigned>(std::min(in_.size(), kMaxOutBytes));
-      unsigned in_before = strm_.avail_in, out_before = strm_.avail_out;
-      int rc = BZ2_bzDecompress(&strm_);
-      in_.consume(in_before - strm_.avail_in);
-      if (rc == BZ_STREAM_END) {
-        stream_ended_ = true;
-        ++streams_;
-      } else if (rc == BZ_DATA_ERROR_MAGIC && streams_ > 0) {
-        log_warn(path_, ": trailing garbage after the last bz2 stream at byte ", stream_start_,
-                 " ignored (as bzip2 -d does)");
-        done_ = true;
-      } else if (rc != BZ_OK) {
-        throw Error(here(), cat("corrupt bz2 stream (libbz2 error ", rc,
-                                rc == BZ_DATA_ERROR_MAGIC ? ": not bz2 data" : "", ")"));
-      } else if (strm_.avail_out > 0 && in_.at_end()) {
-        throw Error(here(), "truncated bz2 stream: the file ends inside a stream");
-      } else if (strm_.avail_in == in_before && strm_.avail_out == out_before && in_.size() > 0) {
-        throw Error(here(), "corrupt bz2 stream: the decoder makes no progress");
-      }
+      std::string_view bytes = piece_->bytes().substr(pos_, n - got);
+      std::memcpy(buf + got, bytes.data(), bytes.size());
+      got += bytes.size();
+      pos_ += bytes.size();
     }
-    return n - strm_.avail_out;
+    return got;
   }
 
  private:
-  // A fresh decoder that carries on with the same output buffer.
-  void start_stream() {
-    bz_stream fresh{};
-    fresh.next_out = strm_.next_out, fresh.avail_out = strm_.avail_out;
-    strm_ = fresh;
-    if (BZ2_bzDecompressInit(&strm_, 0, 0) != BZ_OK) throw Error(Where{path_}, "cannot start a bz2 decoder");
-    stream_ended_ = false;
-    stream_start_ = in_.offset();
-  }
-
-  bz_stream strm_{};
-  bool stream_ended_ = false, done_ = false;
-  uint64_t streams_ = 0, stream_start_ = 0;
+  Bz2Reader reader_;
+  std::shared_ptr<Bz2Piece> piece_;  // the piece being read out, from pos_
+  size_t pos_ = 0;
+  bool done_ = false;
 };
 
 // gzip, single or multi-member (concatenated .gz files, pigz, bgzip): members are decoded one

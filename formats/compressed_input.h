@@ -10,10 +10,13 @@
 //                                         finds bz2 blocks and decodes one on its own
 //
 // They decode with zlib / libzstd / libbz2 and give exactly `gzip -dc` / `zstd -dc` / `bzip2 -dc`.
-// The serial bz2 source and Bz2Reader give the same bytes for the same file: streams one after
-// another, and bytes after the last stream that do not start another one are trailing garbage,
-// ignored with a warning as bzip2 -d does (gzip members likewise, as gzip -d does). A truncated or
-// corrupt stream is an Error naming the file and a compressed byte offset.
+// There is one bz2 decoder: the serial bz2 source is Bz2Reader with its stages run on the caller's
+// thread, so both give the same bytes and the same errors for the same file. Streams (members)
+// are read one after another; bytes after the last one that do not start another are trailing
+// garbage, ignored with a warning as bzip2 -d and gzip -d do. A truncated or corrupt stream is an
+// Error naming the file and a compressed byte offset, after every byte decoded before the damage
+// (for bz2: every complete block; zstd and gzip may hand out bytes of a member whose checksum then
+// fails, as their tools do).
 #pragma once
 #include <cstddef>
 #include <cstdint>
