@@ -72,10 +72,12 @@ class CompressedWindow {
   // Reads until at least `want` bytes are unused, or the file ends; returns how many are.
   size_t fill(size_t want = 1) {
     if (size() >= want || eof_) return size();
-    std::memmove(buf_.data(), data(), size());  // keep the unused bytes, drop the rest
-    base_ += pos_;
-    len_ -= pos_;
-    pos_ = 0;
+    if (pos_ > 0) {  // keep the unused bytes, drop the rest
+      std::memmove(buf_.data(), data(), size());
+      base_ += pos_;
+      len_ -= pos_;
+      pos_ = 0;
+    }
     buf_.resize(std::max({buf_.size(), kRawReadBytes, want}));
     while (len_ < want) {
       size_t got = file_.read(buf_.data() + len_, buf_.size() - len_);
