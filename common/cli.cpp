@@ -53,8 +53,14 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
     int code = app.exit(e);  // prints help/version, or the usage error
     return code == 0 ? 0 : 2;
   }
-  try {
+  return run_reporting_errors([&] {
     if (g_tool_options) g_tool_options->apply();
+    return body();
+  });
+}
+
+int run_reporting_errors(const std::function<int()>& body) {
+  try {
     return body();
   } catch (const UsageError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

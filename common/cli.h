@@ -28,6 +28,10 @@ struct ToolOptions {
 // Parses, applies ToolOptions if registered, runs body; maps exceptions to exit codes.
 int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
+// Runs body and maps its exceptions to exit codes: "error: …" on stderr, 2 for a UsageError, 1 for
+// any other. For programs without CLI11 parsing (the test helpers in tests/compat/).
+int run_reporting_errors(const std::function<int()>& body);
+
 // Number of threads the process may use (respects --threads).
 int max_threads();
 

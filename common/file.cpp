@@ -17,6 +17,19 @@ namespace pretrain {
 namespace fs = std::filesystem;
 static constexpr size_t kBufferBytes = 1 << 20;
 
+// write(2) may write less than asked (a signal, a pipe, a quota): loop until all of it is out.
+static void write_fully(int fd, const char* p, size_t n, const std::string& path) {
+  while (n) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("write failed", path);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
 AtomicFile::AtomicFile(std::string path, bool open_fd)
     : path_(std::move(path)), tmp_path_(cat(path_, ".tmp-", ::getpid())) {
   if (open_fd) {
@@ -67,33 +80,14 @@ void AtomicFile::write(const void* data, size_t n) {
   }
   flush();
   if (n >= kBufferBytes) {  // large writes go straight through
-    const char* p = static_cast<const char*>(data);
-    while (n) {
-      ssize_t w = ::write(fd_, p, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        throw_errno("write failed", tmp_path_);
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
+    write_fully(fd_, static_cast<const char*>(data), n, tmp_path_);
   } else {
     buffer_.insert(buffer_.end(), static_cast<const char*>(data), static_cast<const char*>(data) + n);
   }
 }
 
 void AtomicFile::flush() {
-  const char* p = buffer_.data();
-  size_t n = buffer_.size();
-  while (n) {
-    ssize_t w = ::write(fd_, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw_errno("write failed", tmp_path_);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
+  write_fully(fd_, buffer_.data(), buffer_.size(), tmp_path_);
   buffer_.clear();
 }
 

@@ -1,6 +1,6 @@
 // Where batches live and how a filled host slot becomes a batch: the CPU backend widens in place
 // on the host; the CUDA backend copies the slot with cudaMemcpyAsync on its own stream and widens
-// it there with the same element functions (loader/kernels.h), ordered by events:
+// it there with the same element functions (loader/widen.h), ordered by events:
 //   ready[d]      recorded after the widen kernel: next() makes the consumer's stream wait on it
 //   consumed[d]   recorded on the consumer's stream when the Batch is released: the copy stream
 //                 waits on it before writing device slot d again
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "loader/kernels.h"
+#include "loader/widen.h"
 #include "loader/source.h"
 
 namespace pretrain {

@@ -15,7 +15,7 @@
 //   when CUDA is on), reads and collates them with oneTBB (parallel_for over their rows; it is the
 //   only thread that ever waits for a slot, so no oneTBB worker is held), and copies them in order
 //   into as many device slots; token ids travel as uint16 when the vocabulary fits and are widened
-//   on the device by a kernel shared with the CPU path (loader/kernels.h). next() waits on the
+//   on the device by a kernel shared with the CPU path (loader/widen.h). next() waits on the
 //   slot's "ready" event only; a slot is reused once the Batch handed out for it is released (a
 //   "consumed" event recorded on the consumer's stream).
 // * Errors. An exception in a worker (a corrupt shard, an id that does not fit) surfaces from next()

@@ -1,8 +1,11 @@
 // Every non-GEMM op of the trainer, written once (DESIGN.md, "Kernels"). An op is a small struct of
 // pointers and sizes with `operator()(i)` for one index of its range: an element, a row, or a block
 // of columns. The CPU backend calls it from a oneTBB parallel_for, the CUDA backend from a
-// grid-stride kernel (trainer/backend_cuda.cu); trainer/reference.h has a naive double-precision
-// version of each that the unit tests compare against.
+// grid-stride kernel (trainer/backend_cuda.cu). How each is checked: the arithmetic ops (LayerNorm,
+// GELU, softmax, cross-entropy, AdamW) against naive double-precision versions in trainer/reference.h
+// (tests/trainer/kernels_test.cpp); the vocabulary-shard cross-entropy and embedding against the
+// single-rank ops (tests/trainer/parallel_layers_mpi_test.cpp); the rest (copies, gathers, scales,
+// LAMB's stages) through the model's loss and gradients against PyTorch (tests/compat).
 //
 // Determinism: every output element is written by exactly one index, and every sum runs in a
 // fixed order inside that index, so results do not depend on the thread count or the schedule.
@@ -327,6 +330,15 @@ struct SoftmaxBackward {
 };
 
 // ---------------------------------------------------------------- losses
+// A row whose target is negative is ignored, as PyTorch's ignore_index: loss 0, gradient 0 over
+// its n logits. True when it was.
+PRETRAIN_HD inline bool ignored_row(int32_t target, float& loss, float* grad, int64_t n) {
+  if (target >= 0) return false;
+  loss = 0;
+  for (int64_t v = 0; v < n; ++v) grad[v] = 0;
+  return true;
+}
+
 // Row r of [N, V] logits, overwritten with their gradient: loss[r] = logsumexp − logit[target];
 // dlogits = (softmax − onehot(target)) · dloss. Rows whose target is negative are ignored (loss 0,
 // gradient 0), as in PyTorch's ignore_index.
@@ -339,11 +351,7 @@ struct CrossEntropy {
   PRETRAIN_HD void operator()(int64_t r) const {
     float* x = logits + r * V;
     const int32_t t = targets[r];
-    if (t < 0) {
-      losses[r] = 0;
-      for (int64_t v = 0; v < V; ++v) x[v] = 0;
-      return;
-    }
+    if (ignored_row(t, losses[r], x, V)) return;
     float mx = -INFINITY;
     for (int64_t v = 0; v < V; ++v) mx = x[v] > mx ? x[v] : mx;
     const float target_logit = x[t];
@@ -408,11 +416,7 @@ struct VocabShardLoss {
   PRETRAIN_HD void operator()(int64_t r) const {
     float* x = logits + r * Vl;
     const int32_t t = targets[r];
-    if (t < 0) {
-      losses[r] = 0;
-      for (int64_t v = 0; v < Vl; ++v) x[v] = 0;
-      return;
-    }
+    if (ignored_row(t, losses[r], x, Vl)) return;
     const int64_t real = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
     const float total = float(sum[r]);
     losses[r] = logf(total) + max[r] - target_logit[r];

@@ -54,35 +54,29 @@ struct Batch {
   std::vector<Item> items;
 };
 
-// Counts kept in order by the writing stage; a checkpoint stores them so a resumed run carries on.
-struct Counts {
-  uint64_t pages_seen = 0, articles_written = 0, redirects_skipped = 0, namespaces_skipped = 0,
-           short_skipped = 0, sentences = 0, text_bytes = 0, invalid_utf8_replaced = 0;
+using Counts = WikiprepCounts;
 
-  json to_json() const {
-    return {{"pages_seen", pages_seen},           {"articles_written", articles_written},
-            {"redirects_skipped", redirects_skipped}, {"namespaces_skipped", namespaces_skipped},
-            {"short_skipped", short_skipped},     {"sentences", sentences},
-            {"text_bytes", text_bytes},           {"invalid_utf8_replaced", invalid_utf8_replaced}};
+json counts_to_json(const Counts& c) {
+  return {{"pages_seen", c.pages_seen},           {"articles_written", c.articles_written},
+          {"redirects_skipped", c.redirects_skipped}, {"namespaces_skipped", c.namespaces_skipped},
+          {"short_skipped", c.short_skipped},     {"sentences", c.sentences},
+          {"text_bytes", c.text_bytes},           {"invalid_utf8_replaced", c.invalid_utf8_replaced}};
+}
+
+Counts counts_from_json(const json& j, const std::string& source) {
+  Counts c;
+  for (auto [key, field] : {std::pair{"pages_seen", &Counts::pages_seen}, {"articles_written", &Counts::articles_written},
+                            {"redirects_skipped", &Counts::redirects_skipped},
+                            {"namespaces_skipped", &Counts::namespaces_skipped},
+                            {"short_skipped", &Counts::short_skipped}, {"sentences", &Counts::sentences},
+                            {"text_bytes", &Counts::text_bytes},
+                            {"invalid_utf8_replaced", &Counts::invalid_utf8_replaced}}) {
+    if (!j.contains(key) || !j[key].is_number_unsigned())
+      throw Error(Where{source}, cat("stats.", key, ": expected an unsigned number"));
+    c.*field = j[key].get<uint64_t>();
   }
-  static Counts from_json(const json& j, const std::string& source) {
-    Counts c;
-    auto get = [&](const char* key) -> uint64_t {
-      if (!j.contains(key) || !j[key].is_number_unsigned())
-        throw Error(Where{source}, cat("stats.", key, ": expected an unsigned number"));
-      return j[key].get<uint64_t>();
-    };
-    c.pages_seen = get("pages_seen");
-    c.articles_written = get("articles_written");
-    c.redirects_skipped = get("redirects_skipped");
-    c.namespaces_skipped = get("namespaces_skipped");
-    c.short_skipped = get("short_skipped");
-    c.sentences = get("sentences");
-    c.text_bytes = get("text_bytes");
-    c.invalid_utf8_replaced = get("invalid_utf8_replaced");
-    return c;
-  }
-};
+  return c;
+}
 
 uint64_t code_points(std::string_view s) {
   uint64_t n = 0;
@@ -249,8 +243,8 @@ class Wikiprep {
     if (m.complete) {
       log_info(o_.output_dir, " is already complete (", m.shards.size(), " shards verified)");
       WikiprepStats s;
-      Counts c = Counts::from_json(m.stats, path);
-      fill_counts(s, c);
+      Counts c = counts_from_json(m.stats, path);
+      static_cast<Counts&>(s) = c;
       s.shards = m.shards.size();
       s.complete = true;
       return s;
@@ -260,7 +254,7 @@ class Wikiprep {
         resume.value("shards", json()) != m.shards.size())
       throw Error(Where{path}, "extra.resume: expected {pages_seen, shards} matching the shard list");
     skip_pages_ = resume["pages_seen"].get<uint64_t>();
-    baseline_ = Counts::from_json(m.stats, path);
+    baseline_ = counts_from_json(m.stats, path);
     kept_ = m.shards;
     remove_outputs_from(kept_.size());
     log_info("resuming after ", skip_pages_, " pages and ", kept_.size(), " shards");
@@ -315,7 +309,7 @@ class Wikiprep {
     m.complete = false;
     m.shards = kept_;
     m.shards.insert(m.shards.end(), out_->shards().begin(), out_->shards().end());
-    m.stats = at.to_json();
+    m.stats = counts_to_json(at);
     m.extra["resume"] = {{"pages_seen", at.pages_seen}, {"shards", m.shards.size()}};
     m.write(path_join(o_.output_dir, kManifestName));
   }
@@ -481,7 +475,7 @@ class Wikiprep {
     base.stats = {{"jsonl_bytes", baseline_.text_bytes}, {"invalid_utf8_replaced", baseline_.invalid_utf8_replaced}};
     Manifest m = out_->finish(base);
     WikiprepStats s;
-    fill_counts(s, counts_);
+    static_cast<Counts&>(s) = counts_;
     s.bytes_in = bytes_in_;
     s.xml_bytes = xml_bytes_;
     for (const ShardEntry& e : m.shards) s.bytes_out += e.bytes;
@@ -489,7 +483,7 @@ class Wikiprep {
     s.resumed_pages = skip_pages_;
     s.complete = true;
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    m.stats.update(counts_.to_json());
+    m.stats.update(counts_to_json(counts_));
     m.stats.update(json{{"bytes_in", s.bytes_in}, {"xml_bytes", s.xml_bytes}, {"bytes_out", s.bytes_out},
                         {"seconds", s.seconds}});
     m.extra["site"] = {{"dbname", site_.dbname}, {"lang", site_.lang}, {"base", site_.base},
@@ -512,17 +506,6 @@ class Wikiprep {
     } catch (const std::exception& e) {
       log_error("could not commit the last shard after the error: ", e.what());
     }
-  }
-
-  static void fill_counts(WikiprepStats& s, const Counts& c) {
-    s.pages_seen = c.pages_seen;
-    s.articles_written = c.articles_written;
-    s.redirects_skipped = c.redirects_skipped;
-    s.namespaces_skipped = c.namespaces_skipped;
-    s.short_skipped = c.short_skipped;
-    s.sentences = c.sentences;
-    s.text_bytes = c.text_bytes;
-    s.invalid_utf8_replaced = c.invalid_utf8_replaced;
   }
 
   void log_summary(const WikiprepStats& s) const {

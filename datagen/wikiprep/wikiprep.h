@@ -46,18 +46,23 @@ struct WikiprepOptions {
   uint64_t stop_after_shards = 0;
 };
 
-struct WikiprepStats {
+// What a run counts page by page, in page order; the manifest's checkpoint stores them, so a
+// resumed run carries on from the counts of the shards it keeps.
+struct WikiprepCounts {
   uint64_t pages_seen = 0;          // <page>s read (on resume: including the ones skipped)
   uint64_t articles_written = 0;    // documents in the shards
   uint64_t redirects_skipped = 0;   // redirects in a wanted namespace, without --keep-redirects
   uint64_t namespaces_skipped = 0;  // pages outside --namespaces
   uint64_t short_skipped = 0;       // articles under --min-chars
   uint64_t sentences = 0;           // --format sentences: lines written
+  uint64_t text_bytes = 0;          // uncompressed output (JSON lines or sentence text)
+  uint64_t invalid_utf8_replaced = 0;
+};
+
+struct WikiprepStats : WikiprepCounts {
   uint64_t bytes_in = 0;            // input bytes read (compressed, for bz2)
   uint64_t xml_bytes = 0;           // decoded XML bytes
-  uint64_t text_bytes = 0;          // uncompressed output (JSON lines or sentence text)
   uint64_t bytes_out = 0;           // shard files on disk
-  uint64_t invalid_utf8_replaced = 0;
   uint64_t shards = 0;
   uint64_t resumed_pages = 0;       // pages a resumed run found already written
   double seconds = 0;

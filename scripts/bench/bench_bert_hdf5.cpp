@@ -5,18 +5,17 @@
 //   RESULT hdf5_read_seq <MB/s> <seconds>         (open + validate + every record, ranges of 8192)
 //   RESULT hdf5_read_random <records/s> <seconds> (single records at uniformly random indices)
 // MB = uncompressed bytes of all six datasets / 1e6. Reads come from the page cache.
-#include <tbb/global_control.h>
 
 #include <chrono>
 #include <ctime>
 #include <cstdio>
-#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "common/common.h"
 #include "formats/bert_hdf5.h"
+#include "bench_files.h"
 
 using namespace pretrain;
 
@@ -59,24 +58,16 @@ BertBatch make_batch(std::mt19937& gen) {
 int main(int argc, char** argv) {
   CLI::App app{"BERT HDF5 shard write/read benchmark", "bench_bert_hdf5"};
   int64_t records = 1'000'000, random_reads = 100'000, records_per_chunk = 0;
-  int threads = 0;
-  uint32_t seed = 1;
-  std::string dir = "/tmp";
-  bool keep = false;
+  ToolOptions common(app);  // --threads caps the writer's and the readers' oneTBB threads
+  bench::ScratchFileOptions scratch(app, "bench-bert.hdf5");
   app.add_option("--records", records, "records to write");
   app.add_option("--random", random_reads, "random single-record reads");
-  app.add_option("--dir", dir, "where to write bench-bert.hdf5");
-  app.add_option("--threads", threads, "worker threads (0: all cores)");
   app.add_option("--records-per-chunk", records_per_chunk, "chunk rows (0: the writer's default)");
-  app.add_option("--seed", seed);
-  app.add_flag("--keep", keep, "keep the file afterwards");
   return run_tool(app, argc, argv, [&] {
-    std::unique_ptr<tbb::global_control> limit;
-    if (threads > 0) limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, threads);
-    const std::string path = path_join(dir, "bench-bert.hdf5");
+    const std::string path = path_join(scratch.dir, "bench-bert.hdf5");
     const double mb = static_cast<double>(records) * (kSeq * (4 + 1 + 1) + kPredictions * (4 + 4) + 1) / 1e6;
     // Content comes from a pool made in advance, so only the writing is timed.
-    std::mt19937 gen(seed);
+    std::mt19937 gen(static_cast<uint32_t>(scratch.seed));
     std::vector<BertBatch> pool;
     for (int i = 0; i < 16; ++i) pool.push_back(make_batch(gen));
 
@@ -124,7 +115,7 @@ int main(int argc, char** argv) {
     {
       BertShardReader reader(path);
       BertBatch b;
-      std::mt19937_64 pick(seed + 1);
+      std::mt19937_64 pick(scratch.seed + 1);
       for (int64_t k = 0; k < random_reads && records > 0; ++k) {
         reader.read_range(static_cast<int64_t>(pick() % static_cast<uint64_t>(records)), 1, b);
         checksum += b.input_ids[1];
@@ -134,7 +125,7 @@ int main(int argc, char** argv) {
     std::printf("RESULT hdf5_read_random %.1f %.3f\n# hdf5_read_random cpu %.3f s\n",
                 static_cast<double>(random_reads) / random_s, random_s, cpu_seconds() - cpu0);
     std::printf("# checksum %lld\n", static_cast<long long>(checksum));
-    if (!keep) std::remove(path.c_str());
+    if (!scratch.keep) std::remove(path.c_str());
     return 0;
   });
 }

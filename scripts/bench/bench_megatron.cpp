@@ -13,6 +13,7 @@
 
 #include "common/common.h"
 #include "formats/megatron.h"
+#include "bench_files.h"
 
 using namespace pretrain;
 
@@ -38,21 +39,17 @@ struct Rng {
 
 int main(int argc, char** argv) {
   CLI::App app{"Megatron indexed dataset write/read benchmark", "bench_megatron"};
-  uint64_t tokens = 500'000'000, spans = 10'000'000, seed = 1;
-  std::string dir = "/tmp";
-  bool keep = false;
+  uint64_t tokens = 500'000'000, spans = 10'000'000;
+  bench::ScratchFileOptions scratch(app, "bench-megatron.{bin,idx}");
   app.add_option("--tokens", tokens, "tokens to write (uint16)");
   app.add_option("--spans", spans, "random sequence lookups");
-  app.add_option("--dir", dir, "where to write bench-megatron.{bin,idx}");
-  app.add_option("--seed", seed);
-  app.add_flag("--keep", keep, "keep the dataset afterwards");
   return run_tool(app, argc, argv, [&] {
-    const std::string prefix = path_join(dir, "bench-megatron");
+    const std::string prefix = path_join(scratch.dir, "bench-megatron");
     // Token content comes from a pool made in advance, so only writing is timed.
     std::vector<uint16_t> pool(1 << 24);
-    std::mt19937 gen{uint32_t(seed)};
+    std::mt19937 gen{uint32_t(scratch.seed)};
     for (auto& t : pool) t = uint16_t(gen() % 50257);
-    Rng rng{seed};
+    Rng rng{scratch.seed};
 
     auto t0 = std::chrono::steady_clock::now();
     double streamed_s = 0;
@@ -104,7 +101,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "  first-token sum %llu (reads are from the page cache)\n",
                  static_cast<unsigned long long>(first_sum));
 
-    if (!keep) {
+    if (!scratch.keep) {
       std::remove(megatron_bin_path(prefix).c_str());
       std::remove(megatron_idx_path(prefix).c_str());
     }

@@ -1,4 +1,5 @@
 """Shared by the Python compatibility tests: where things are, and skipping (exit 77)."""
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,11 @@ def build_dir():
     return os.environ["PRETRAIN_BUILD_DIR"]
 
 
+def test_data(name):
+    """Path of one of our own fixtures in tests/data/."""
+    return os.path.join(os.environ["PRETRAIN_SOURCE_DIR"], "tests", "data", name)
+
+
 def tool(name):
     """Path of one of our executables in the build tree."""
     for sub in ("formats", "tests/compat", "datagen", "tokenizer", "loader", "trainer", "."):
@@ -31,6 +37,34 @@ def run(*args, check=True):
         sys.stderr.write(r.stdout + r.stderr)
         raise SystemExit(f"command failed ({r.returncode}): {' '.join(map(str, args))}")
     return r
+
+
+def run_expecting(exe, *args, rc=0, stdin=None):
+    """Runs one of our tools and fails the test unless it exits with `rc`; its output is text
+    (undecodable bytes replaced)."""
+    r = subprocess.run([exe, *map(str, args)], capture_output=True, stdin=stdin, text=True, errors="replace")
+    if r.returncode != rc:
+        fail(f"exit {r.returncode}, expected {rc}: {os.path.basename(exe)} {' '.join(map(str, args))}\n"
+             f"{r.stdout}{r.stderr}")
+    return r
+
+
+def fail(message):
+    print(f"FAIL: {message}")
+    sys.exit(1)
+
+
+def finish(failures):
+    """Ends a test that collected its failures: FAIL with the list, or OK."""
+    if failures:
+        print("FAIL:\n  " + "\n  ".join(failures))
+        sys.exit(1)
+    print("OK")
+
+
+def read_manifest(out):
+    with open(os.path.join(out, "manifest.json")) as f:
+        return json.load(f)
 
 
 def skip(reason):
@@ -62,7 +96,7 @@ def sample_shards(tmp, docs=None, bert_dupe=5):
     """BERT and GPT shards from the bundled sample (or `docs`), as scripts/demo.sh makes them: a
     WordPiece vocabulary (1000) → BERT HDF5 (seq 64, 10 predictions, 2 shards); a SentencePiece
     model (100) → GPT Megatron .bin/.idx. Returns {"bert": dir, "gpt": dir}."""
-    docs = docs or os.path.join(os.environ["PRETRAIN_SOURCE_DIR"], "tests", "data", "sample-docs.jsonl")
+    docs = docs or test_data("sample-docs.jsonl")
     wordpiece, spm = os.path.join(tmp, "wordpiece"), os.path.join(tmp, "spm")
     run(tool("train-tokenizer"), "-q", "--kind", "wordpiece", "--vocab-size", 1000, "-o", wordpiece, docs)
     run(tool("train-tokenizer"), "-q", "--kind", "sentencepiece", "--vocab-size", 100, "--character-coverage", 1.0,

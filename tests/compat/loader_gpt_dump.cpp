@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "common/error.h"
 #include "common/file.h"
 #include "loader/source.h"
@@ -18,7 +19,7 @@
 using namespace pretrain;
 
 int main(int argc, char** argv) {
-  try {
+  return run_reporting_errors([&] {
     if (argc < 7) throw UsageError("usage: loader_gpt_dump OUT SEQ_LEN SEED EPOCHS WEIGHTS SOURCE...");
     LoaderConfig config;
     config.kind = ModelKind::gpt;
@@ -47,11 +48,5 @@ int main(int argc, char** argv) {
     out.commit();
     std::printf("%lld\n", static_cast<long long>(n));
     return 0;
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/cli.h"
 #include "common/error.h"
 #include "common/file.h"
 #include "formats/llmc.h"
@@ -66,17 +67,11 @@ static void write_from_json(const std::string& json_path, const std::string& pre
 }
 
 int main(int argc, char** argv) {
-  try {
+  return run_reporting_errors([&] {
     std::vector<std::string> a(argv + 1, argv + argc);
     if (a.size() == 4 && a[0] == "random") write_random(a[1], parse_dtype(a[2]), std::stoull(a[3]));
     else if (a.size() == 4 && a[0] == "json") write_from_json(a[1], a[2], parse_dtype(a[3]));
     else throw UsageError("usage: megatron_write_dataset random PREFIX DTYPE SEED | json GOLDEN_JSON PREFIX DTYPE");
     return 0;
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

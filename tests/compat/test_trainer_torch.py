@@ -9,7 +9,7 @@ parameter. Checked:
     largest magnitude (a per-tensor relative error: element-wise ratios of near-zero gradients
     are noise in either implementation);
   * 10 steps of AdamW (torch.optim.AdamW with clip_grad_norm_) and of LAMB (apex FusedLAMB's
-    algorithm, written below in torch) on that batch give losses within 1e-5 relative.
+    algorithm in torch, torch_optimizers.py) on that batch give losses within 1e-5 relative.
 """
 import os
 import sys
@@ -22,6 +22,7 @@ compat_util.require_venv_modules("torch", "transformers", "safetensors")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
+import torch_optimizers  # noqa: E402
 
 torch.manual_seed(0)
 torch.set_num_threads(2)
@@ -52,30 +53,6 @@ def close_scalar(what, ours, theirs, tol=1e-5):
     return err
 
 
-def no_decay(name):
-    return name.endswith("bias") or "LayerNorm" in name or ".ln_" in name
-
-
-def lamb_step(params, grads, state, t, lr, b1, b2, eps, wd, max_norm):
-    """apex FusedLAMB (bias correction, grad averaging, adam_w mode, use_nvlamb off)."""
-    gnorm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads.values())).item()
-    clip = max_norm / gnorm if max_norm > 0 and gnorm > max_norm else 1.0
-    with torch.no_grad():
-        for name, p in params.items():
-            g = grads[name] * clip
-            m, v = state[name]
-            m.mul_(b1).add_(g, alpha=1 - b1)
-            v.mul_(b2).addcmul_(g, g, value=1 - b2)
-            decay = 0.0 if no_decay(name) else wd
-            u = (m / (1 - b1 ** t)) / (torch.sqrt(v / (1 - b2 ** t)) + eps) + decay * p
-            ratio = 1.0
-            if decay != 0:
-                wn, un = p.norm().item(), u.norm().item()
-                if wn > 0 and un > 0:
-                    ratio = wn / un
-            p.sub_(lr * ratio * u)
-
-
 def run_ours(kind, shape, weights, batch, tmp, **opt):
     bpath, wpath, out = (os.path.join(tmp, f) for f in ("batch.safetensors", "w.safetensors", "out.safetensors"))
     save_file({k: v.float().contiguous() for k, v in batch.items()}, bpath)
@@ -91,10 +68,8 @@ def run_ours(kind, shape, weights, batch, tmp, **opt):
 def train_torch(model, params_of, loss_of, optimizer, steps, lr, wd, eps, max_norm):
     named = dict(params_of(model))
     if optimizer == "adamw":
-        groups = [{"params": [p for n, p in named.items() if not no_decay(n)], "weight_decay": wd},
-                  {"params": [p for n, p in named.items() if no_decay(n)], "weight_decay": 0.0}]
-        opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=eps)
-    state = {n: (torch.zeros_like(p), torch.zeros_like(p)) for n, p in named.items()}
+        opt = torch_optimizers.adamw(named, lr, wd, eps)
+    state = torch_optimizers.lamb_state(named)
     losses = []
     for t in range(1, steps + 1):
         model.zero_grad()
@@ -106,7 +81,8 @@ def train_torch(model, params_of, loss_of, optimizer, steps, lr, wd, eps, max_no
                 torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
             opt.step()
         else:
-            lamb_step(named, {n: p.grad for n, p in named.items()}, state, t, lr, 0.9, 0.999, eps, wd, max_norm)
+            grads = {n: p.grad for n, p in named.items()}
+            torch_optimizers.lamb_step(named, grads, state, t, lr, 0.9, 0.999, eps, wd, max_norm)
     return losses
 
 

@@ -36,10 +36,7 @@ def main():
             r = wq.compare(out, theirs, dump=dump)
             wq.print_table(name, r)
             failures += wq.goal_failures(name, r, articles)
-    if failures:
-        print("FAIL:\n  " + "\n  ".join(failures))
-        sys.exit(1)
-    print("OK")
+    cu.finish(failures)
 
 
 if __name__ == "__main__":

@@ -35,10 +35,7 @@ def main():
     wq.print_table("enwiki main sample", r)
 
     failures = wq.goal_failures("enwiki main sample", r, 106)
-    if failures:
-        print("FAIL:\n  " + "\n  ".join(failures))
-        sys.exit(1)
-    print("OK")
+    cu.finish(failures)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 
 #include "common/cli.h"
 #include "common/error.h"
+#include "optimizer_flags.h"
 #include "trainer/checkpoint.h"
 
 using namespace pretrain;
@@ -37,11 +38,7 @@ int main(int argc, char** argv) {
   app.add_option("--weights", weights_path)->required();
   app.add_option("--out", out_path)->required();
   app.add_option("--steps", steps);
-  app.add_option("--optimizer", optimizer);
-  app.add_option("--lr", oc.lr);
-  app.add_option("--weight-decay", oc.weight_decay);
-  app.add_option("--eps", oc.eps);
-  app.add_option("--max-grad-norm", oc.max_grad_norm);
+  add_optimizer_flags(app, oc, optimizer);
   return run_tool(app, argc, argv, [&] {
     const ModelKind kind = kind_name == "bert" ? ModelKind::bert : ModelKind::gpt;
     ModelConfig c = ModelConfig::preset(kind, "tiny");

@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <fstream>
+#include <ostream>
 #include <sstream>
 
 #include "common/counter_rng.h"
 #include "common/error.h"
 #include "datagen/shards/python_random.h"
+#include "bert_record_expect.h"
 #include "formats/sentence_text.h"
 #include "test_util.h"
 
@@ -74,40 +76,49 @@ void expect_equal_to_golden(const std::vector<BertInstance>& instances, const st
   for (size_t i = 0; i < instances.size(); ++i) {
     BertRecord want = reader.read(static_cast<int64_t>(i));
     BertRecord got = instances[i].to_record(128, 20);
-    ASSERT_EQ(got.input_ids, want.input_ids) << "record " << i;
-    ASSERT_EQ(got.input_mask, want.input_mask) << "record " << i;
-    ASSERT_EQ(got.segment_ids, want.segment_ids) << "record " << i;
-    ASSERT_EQ(got.masked_lm_positions, want.masked_lm_positions) << "record " << i;
-    ASSERT_EQ(got.masked_lm_ids, want.masked_lm_ids) << "record " << i;
-    ASSERT_EQ(got.next_sentence_label, want.next_sentence_label) << "record " << i;
+    testing::expect_same_record(got, want, static_cast<int64_t>(i));
+    if (::testing::Test::HasFailure()) return;  // the first record that differs says enough
   }
 }
 
 BertInstanceOptions golden_options() { return {}; }  // seq 128, 20 predictions, 0.15, 0.1
 
-TEST(BertInstances, EqualNvidiaGoldenOnBertSampleText) {
-  PRETRAIN_REQUIRE_SHARED(text, "golden/inputs/bert-sample_text.txt");
-  PRETRAIN_REQUIRE_SHARED(ids, "golden/wordpiece-uncased-bert-sample_text.ids.txt");
+// Google's script run by NVIDIA's tooling on two real texts (dupe 2, seed 12345): every instance
+// equals the golden file's record.
+struct GoldenCase {
+  const char* name;
+  const char* text;     // input text (shared data)
+  const char* ids;      // its WordPiece ids, one line per text line
+  const char* hdf5;     // NVIDIA's shard
+  bool presplit;        // the text is Google's sentence-per-line format
+  size_t documents, instances;
+};
+void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.text; }
+
+const GoldenCase kGoldenCases[] = {
+    {"BertSampleText", "golden/inputs/bert-sample_text.txt", "golden/wordpiece-uncased-bert-sample_text.ids.txt",
+     "golden/nvidia-bert-sample-s128.hdf5", true, 3, 23},
+    {"Botchan", "golden/inputs/botchan-docs.txt", "golden/wordpiece-uncased-botchan.ids.txt",
+     "golden/nvidia-botchan-s128.hdf5", false, 13, 1330},
+};
+
+class BertInstancesGolden : public ::testing::TestWithParam<GoldenCase> {};
+
+TEST_P(BertInstancesGolden, EqualNvidiaGolden) {
+  const GoldenCase& c = GetParam();
+  PRETRAIN_REQUIRE_SHARED(text, c.text);
+  PRETRAIN_REQUIRE_SHARED(ids, c.ids);
   PRETRAIN_REQUIRE_SHARED(vocab, "vocab/bert-base-uncased-vocab.txt");
-  PRETRAIN_REQUIRE_SHARED(golden, "golden/nvidia-bert-sample-s128.hdf5");
-  InMemoryCorpus corpus = corpus_from(read_sentences(text), read_lines(ids), true);
-  EXPECT_EQ(corpus.documents.size(), 3u);
+  PRETRAIN_REQUIRE_SHARED(golden, c.hdf5);
+  InMemoryCorpus corpus = corpus_from(read_sentences(text), read_lines(ids), c.presplit);
+  EXPECT_EQ(corpus.documents.size(), c.documents);
   auto instances = create_training_instances_python(corpus, golden_options(), uncased_vocab(vocab), 2, 12345);
-  EXPECT_EQ(instances.size(), 23u);
+  EXPECT_EQ(instances.size(), c.instances);
   expect_equal_to_golden(instances, golden);
 }
 
-TEST(BertInstances, EqualNvidiaGoldenOnBotchan) {
-  PRETRAIN_REQUIRE_SHARED(text, "golden/inputs/botchan-docs.txt");
-  PRETRAIN_REQUIRE_SHARED(ids, "golden/wordpiece-uncased-botchan.ids.txt");
-  PRETRAIN_REQUIRE_SHARED(vocab, "vocab/bert-base-uncased-vocab.txt");
-  PRETRAIN_REQUIRE_SHARED(golden, "golden/nvidia-botchan-s128.hdf5");
-  InMemoryCorpus corpus = corpus_from(read_sentences(text), read_lines(ids), false);
-  EXPECT_EQ(corpus.documents.size(), 13u);
-  auto instances = create_training_instances_python(corpus, golden_options(), uncased_vocab(vocab), 2, 12345);
-  EXPECT_EQ(instances.size(), 1330u);
-  expect_equal_to_golden(instances, golden);
-}
+INSTANTIATE_TEST_SUITE_P(Texts, BertInstancesGolden, ::testing::ValuesIn(kGoldenCases),
+                         [](const ::testing::TestParamInfo<GoldenCase>& info) { return std::string(info.param.name); });
 
 // A small corpus whose every property can be checked by hand.
 InMemoryCorpus toy_corpus() {

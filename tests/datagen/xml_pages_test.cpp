@@ -552,6 +552,13 @@ Counts count(const std::vector<Page>& pages) {
   return c;
 }
 
+// The page and ns-0 article counts of a parse (count() checks every page on the way).
+void expect_pages(const std::vector<Page>& pages, size_t total, size_t articles) {
+  Counts c = count(pages);
+  EXPECT_EQ(c.pages, total);
+  EXPECT_EQ(c.articles, articles);
+}
+
 TEST(XmlPagesSamples, MainEnglishSample) {
   PRETRAIN_REQUIRE_SHARED(path, "wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2");
   std::string xml = bunzip2(path);
@@ -591,9 +598,7 @@ TEST(XmlPagesSamples, MainEnglishSample) {
 TEST(XmlPagesSamples, JapaneseSampleWithoutEndOfRoot) {
   PRETRAIN_REQUIRE_SHARED(path, "wikipedia/wp2txt-jawiki-2022-testdata_ja.xml.bz2");
   Parsed r = parse(bunzip2(path), 1 << 20, path);
-  Counts c = count(r.pages);
-  EXPECT_EQ(c.pages, 262u);
-  EXPECT_EQ(c.articles, 204u);
+  expect_pages(r.pages, 262, 204);
   EXPECT_EQ(r.warnings.size(), 1u);
   EXPECT_EQ(r.site.lang, "ja");
   EXPECT_EQ(r.site.namespaces.at(1), "ノート");
@@ -602,9 +607,7 @@ TEST(XmlPagesSamples, JapaneseSampleWithoutEndOfRoot) {
 TEST(XmlPagesSamples, GreekWikivoyage) {
   PRETRAIN_REQUIRE_SHARED(path, "wikipedia/elwikivoyage-sample-pages-articles.xml.bz2");
   Parsed r = parse(bunzip2(path), 1 << 20, path);
-  Counts c = count(r.pages);
-  EXPECT_EQ(c.pages, 2040u);
-  EXPECT_EQ(c.articles, 1310u);
+  expect_pages(r.pages, 2040, 1310);
   std::set<int64_t> namespaces;
   for (const Page& p : r.pages) namespaces.insert(p.ns);
   EXPECT_EQ(namespaces, (std::set<int64_t>{0, 4, 6, 8, 10, 12, 14, 828, 2600}));
@@ -615,9 +618,7 @@ TEST(XmlPagesSamples, GreekMultistreamAndItsTwin) {
   PRETRAIN_REQUIRE_SHARED(multi, "wikipedia/elwikivoyage-pages-articles-multistream-p2566p2583.xml.bz2");
   PRETRAIN_REQUIRE_SHARED(single, "wikipedia/elwikivoyage-pages-articles-p2566p2583.xml.bz2");
   Parsed a = parse(bunzip2(multi), 1000, multi), b = parse(bunzip2(single), 1 << 16, single);
-  Counts c = count(a.pages);
-  EXPECT_EQ(c.pages, 17u);
-  EXPECT_EQ(c.articles, 16u);
+  expect_pages(a.pages, 17, 16);
   ASSERT_EQ(a.pages.size(), b.pages.size());
   for (size_t i = 0; i < a.pages.size(); ++i) EXPECT_TRUE(same_page(a.pages[i], b.pages[i]));
   EXPECT_TRUE(page_url(a.site, a.pages[0].id).starts_with("http://localhost/elwv/index.php?curid="));
@@ -627,12 +628,8 @@ TEST(XmlPagesSamples, GreekMultistreamAndItsTwin) {
 TEST(XmlPagesSamples, WikidumpSamples) {
   PRETRAIN_REQUIRE_SHARED(tenk, "wikipedia/wikidump-enwiki-10k.xml.bz2");
   PRETRAIN_REQUIRE_SHARED(simple, "wikipedia/wikidump-simplewiki.xml.bz2");
-  Counts a = count(parse(bunzip2(tenk), 4096, tenk).pages);
-  EXPECT_EQ(a.pages, 196u);
-  EXPECT_EQ(a.articles, 68u);
-  Counts b = count(parse(bunzip2(simple), 4096, simple).pages);
-  EXPECT_EQ(b.pages, 7u);
-  EXPECT_EQ(b.articles, 6u);
+  expect_pages(parse(bunzip2(tenk), 4096, tenk).pages, 196, 68);
+  expect_pages(parse(bunzip2(simple), 4096, simple).pages, 7, 6);
 }
 
 // --- size and speed ---

@@ -25,27 +25,15 @@ import compat_util as cu  # noqa: E402
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 
-EXE = os.path.join(os.environ["PRETRAIN_BUILD_DIR"], "datagen", "make-pretraining-shards")
-SRC = os.environ["PRETRAIN_SOURCE_DIR"]
-SAMPLE = os.path.join(SRC, "tests", "data", "sample-docs.jsonl")
+EXE, SAMPLE = cu.tool("make-pretraining-shards"), cu.test_data("sample-docs.jsonl")
 ENWIKI = "wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.wikiextractor.jsonl"
 
 
-def fail(message):
-    print(f"FAIL: {message}")
-    sys.exit(1)
+fail, manifest = cu.fail, cu.read_manifest
 
 
 def run(*args, rc=0):
-    r = subprocess.run([EXE, *map(str, args)], capture_output=True, text=True)
-    if r.returncode != rc:
-        fail(f"exit {r.returncode}, expected {rc}: make-pretraining-shards {' '.join(map(str, args))}\n{r.stdout}{r.stderr}")
-    return r
-
-
-def manifest(out):
-    with open(os.path.join(out, "manifest.json")) as f:
-        return json.load(f)
+    return cu.run_expecting(EXE, *args, rc=rc)
 
 
 def files_bytes(out, pattern):

@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import compat_util as cu  # noqa: E402
 
 EXE = cu.tool("train-tokenizer")
-SAMPLE = os.path.join(os.environ["PRETRAIN_SOURCE_DIR"], "tests", "data", "sample-docs.jsonl")
+SAMPLE = cu.test_data("sample-docs.jsonl")
 
 
 def fail(message):

@@ -6,7 +6,6 @@ The kill is deterministic: the killed run reads the dump from a pipe that we sto
 first part, and it is killed once its manifest lists committed shards (it is then waiting for
 input, between two shards)."""
 import bz2
-import json
 import os
 import signal
 import subprocess
@@ -16,28 +15,16 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
 import compat_util as cu  # noqa: E402
 
-WIKIPREP = os.path.join(os.environ["PRETRAIN_BUILD_DIR"], "datagen", "wikiprep")
-SRC = os.environ["PRETRAIN_SOURCE_DIR"]
-SAMPLE = os.path.join(SRC, "tests", "data", "sample-dump.xml")
+WIKIPREP = cu.tool("wikiprep")
+SAMPLE = cu.test_data("sample-dump.xml")
 MAIN = "wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 
-def fail(message):
-    print(f"FAIL: {message}")
-    sys.exit(1)
+fail, manifest = cu.fail, cu.read_manifest
 
 
 def run(*args, rc=0, stdin=None):
-    r = subprocess.run([WIKIPREP, *map(str, args)], capture_output=True, stdin=stdin)
-    if r.returncode != rc:
-        fail(f"exit {r.returncode}, expected {rc}: wikiprep {' '.join(map(str, args))}\n"
-             f"{r.stdout.decode(errors='replace')}{r.stderr.decode(errors='replace')}")
-    return r.stderr.decode(errors="replace")
-
-
-def manifest(out):
-    with open(os.path.join(out, "manifest.json")) as f:
-        return json.load(f)
+    return cu.run_expecting(WIKIPREP, *args, rc=rc, stdin=stdin).stderr
 
 
 def shard_bytes(out):

@@ -21,6 +21,7 @@
 
 #include "common/error.h"
 #include "common/file.h"
+#include "bert_record_expect.h"
 #include "test_util.h"
 
 namespace pretrain {
@@ -51,15 +52,6 @@ BertRecord padded(BertRecord r, int64_t seq, int64_t max_pred) {
   for (auto* v : {&r.input_ids, &r.input_mask, &r.segment_ids}) v->resize(static_cast<size_t>(seq), 0);
   for (auto* v : {&r.masked_lm_positions, &r.masked_lm_ids}) v->resize(static_cast<size_t>(max_pred), 0);
   return r;
-}
-
-void expect_same(const BertRecord& a, const BertRecord& b, int64_t i) {
-  EXPECT_EQ(a.input_ids, b.input_ids) << "record " << i;
-  EXPECT_EQ(a.input_mask, b.input_mask) << "record " << i;
-  EXPECT_EQ(a.segment_ids, b.segment_ids) << "record " << i;
-  EXPECT_EQ(a.masked_lm_positions, b.masked_lm_positions) << "record " << i;
-  EXPECT_EQ(a.masked_lm_ids, b.masked_lm_ids) << "record " << i;
-  EXPECT_EQ(a.next_sentence_label, b.next_sentence_label) << "record " << i;
 }
 
 bool same_batch(const BertBatch& a, const BertBatch& b) {
@@ -103,7 +95,8 @@ void expect_reads_back(const std::string& path, const std::vector<BertRecord>& r
     ASSERT_EQ(reader.size(), static_cast<int64_t>(records.size()));
     EXPECT_EQ(reader.seq_len(), seq);
     EXPECT_EQ(reader.max_predictions(), max_pred);
-    for (size_t i = 0; i < records.size(); ++i) expect_same(reader.read(static_cast<int64_t>(i)), records[i], static_cast<int64_t>(i));
+    for (size_t i = 0; i < records.size(); ++i)
+      testing::expect_same_record(reader.read(static_cast<int64_t>(i)), records[i], static_cast<int64_t>(i));
     // Ranges of every length from every start cover chunk boundaries from both sides.
     BertBatch batch;
     for (int64_t begin = 0; begin < reader.size(); begin += 3)
@@ -111,7 +104,8 @@ void expect_reads_back(const std::string& path, const std::vector<BertRecord>& r
         count = std::min(count, reader.size() - begin);
         reader.read_range(begin, count, batch);
         ASSERT_EQ(batch.size, count);
-        for (int64_t i = 0; i < count; ++i) expect_same(batch.record(i), records[static_cast<size_t>(begin + i)], begin + i);
+        for (int64_t i = 0; i < count; ++i)
+          testing::expect_same_record(batch.record(i), records[static_cast<size_t>(begin + i)], begin + i);
       }
   }
 }
@@ -470,7 +464,7 @@ void check_against_dump(const std::string& hdf5, int64_t expected_records, int64
   for (int64_t i = 0; i < fast.size(); ++i) {
     const Instance& x = instances[static_cast<size_t>(i)];
     BertRecord r = fast.read(i);
-    expect_same(r, a.record(i), i);
+    testing::expect_same_record(r, a.record(i), i);
     auto tokens = static_cast<int64_t>(x.tokens.size());
     EXPECT_EQ(std::count(r.input_mask.begin(), r.input_mask.end(), 1), tokens) << "record " << i;
     for (int64_t j = 0; j < 128; ++j) {
@@ -499,7 +493,8 @@ void check_against_dump(const std::string& hdf5, int64_t expected_records, int64
     int64_t begin = static_cast<int64_t>(rng() % static_cast<uint32_t>(fast.size()));
     int64_t count = std::min<int64_t>(1 + rng() % 400, fast.size() - begin);
     fast.read_range(begin, count, b);
-    for (int64_t i = 0; i < count; i += 7) expect_same(b.record(i), a.record(begin + i), begin + i);
+    for (int64_t i = 0; i < count; i += 7)
+      testing::expect_same_record(b.record(i), a.record(begin + i), begin + i);
   }
 }
 

@@ -87,20 +87,10 @@ TEST(GpuLoader, DeviceBatchesEqualTheCpuLoaders) {
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   for (TensorDType ids : {TensorDType::i32, TensorDType::i64})
     for (cudaStream_t s : {cudaStream_t(nullptr), stream}) {
-      LoaderConfig bert;
-      bert.sources = {dir.file("a.hdf5")};
-      bert.batch_size = 16;
-      bert.prefetch = 3;
-      bert.id_dtype = ids;
-      compare(bert, s);
-      LoaderConfig gpt;
-      gpt.kind = ModelKind::gpt;
-      gpt.sources = {dir.file("g")};
-      gpt.seq_len = 64;
-      gpt.batch_size = 4;
-      gpt.prefetch = 2;
-      gpt.id_dtype = ids;
-      compare(gpt, s);
+      compare(LoaderConfig{.sources = {dir.file("a.hdf5")}, .batch_size = 16, .prefetch = 3, .id_dtype = ids}, s);
+      compare(LoaderConfig{.sources = {dir.file("g")}, .kind = ModelKind::gpt, .batch_size = 4, .seq_len = 64,
+                           .prefetch = 2, .id_dtype = ids},
+              s);
     }
   cudaStreamDestroy(stream);
 #endif

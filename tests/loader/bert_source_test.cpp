@@ -22,6 +22,7 @@
 #include "common/file.h"
 #include "common/manifest.h"
 #include "formats/bert_hdf5.h"
+#include "bert_shards_fixture.h"
 #include "loader/source.h"
 #include "test_util.h"
 
@@ -55,29 +56,12 @@ BertRecord make_record(int64_t g) {
 
 // Shards of `sizes` records (numbered across them) in chunks of 8 records, and a manifest.
 ShardSet write_shards(const std::string& dir, const std::vector<int64_t>& sizes, bool manifest = true) {
+  auto written = testing::write_bert_shards(dir, sizes, kSeq, kPred, {{"[CLS]", 101}, {"[SEP]", 102}}, make_record);
   ShardSet set;
   set.origin = dir;
   set.format = kFormatBertHdf5;
-  Manifest m;
-  m.format = kFormatBertHdf5;
-  m.seq_len = kSeq;
-  m.max_predictions = kPred;
-  m.tokenizer.kind = "wordpiece";
-  m.tokenizer.vocab_size = kVocab;
-  m.tokenizer.vocab_hash = "0123456789abcdef";
-  m.tokenizer.special_ids = {{"[CLS]", 101}, {"[SEP]", 102}};
-  int64_t g = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    const std::string name = "shard-" + std::to_string(i) + ".hdf5";
-    BertShardOptions o;
-    o.records_per_chunk = 8;
-    BertShardWriter w(path_join(dir, name), kSeq, kPred, o);
-    for (int64_t k = 0; k < sizes[i]; ++k) w.append(make_record(g++));
-    w.commit();
-    set.files.push_back(path_join(dir, name));
-    m.shards.push_back(Manifest::describe(dir, name, uint64_t(sizes[i])));
-  }
-  if (manifest) set.manifest = m;
+  set.files = written.files;
+  if (manifest) set.manifest = written.manifest;
   return set;
 }
 

@@ -62,20 +62,22 @@ std::vector<std::vector<int32_t>> write_megatron(const std::string& prefix, int 
   return all;
 }
 
-ShardSet megatron_set(std::vector<std::string> prefixes) {
+// A set of files of one format, named by its first (Megatron sets list prefixes).
+ShardSet shard_set(const char* format, std::vector<std::string> files) {
   ShardSet set;
-  set.origin = prefixes.front();
-  set.format = kFormatMegatron;
-  set.files = std::move(prefixes);
+  set.origin = files.front();
+  set.format = format;
+  set.files = std::move(files);
   return set;
 }
 
-ShardSet llmc_set(std::vector<std::string> files) {
-  ShardSet set;
-  set.origin = files.front();
-  set.format = kFormatLlmc;
-  set.files = std::move(files);
-  return set;
+// Two equally weighted Megatron sets of one prefix each, seq_len 8.
+GptSourceOptions two_megatron_sets(const std::string& a, const std::string& b) {
+  GptSourceOptions o;
+  o.sets = {shard_set(kFormatMegatron, {a}), shard_set(kFormatMegatron, {b})};
+  o.weights = {1, 1};
+  o.seq_len = 8;
+  return o;
 }
 
 // What the samples of `epoch` must be: the sequences in the epoch's document order, end to end;
@@ -106,7 +108,7 @@ TEST(GptSource, MegatronSamplesAreTheShuffledDocumentsCut) {
   for (bool shuffle : {true, false}) {
     for (int64_t seq_len : {1, 7, 64}) {
       GptSourceOptions o;
-      o.sets = {megatron_set({dir.file("a"), dir.file("b")})};
+      o.sets = {shard_set(kFormatMegatron, {dir.file("a"), dir.file("b")})};
       o.seq_len = seq_len;
       o.seed = 4294967295u;  // epoch 1 wraps to Megatron seed 0
       o.shuffle = shuffle;
@@ -133,7 +135,7 @@ TEST(GptSource, EpochsHaveTheirOwnOrder) {
   TempDir dir;
   write_megatron(dir.file("a"), 400, 3, 0);
   GptSourceOptions o;
-  o.sets = {megatron_set({dir.file("a")})};
+  o.sets = {shard_set(kFormatMegatron, {dir.file("a")})};
   o.seq_len = 16;
   o.seed = 99;
   auto source = make_gpt_source(o);
@@ -167,7 +169,7 @@ TEST(GptSource, LlmcWindowsDoNotCrossFiles) {
     for (size_t s = 0; s + 6 <= f->size(); s += 5) windows.emplace_back(f->begin() + long(s), f->begin() + long(s) + 6);
   ASSERT_EQ(windows.size(), 16u);
   GptSourceOptions o;
-  o.sets = {llmc_set({dir.file("f0.bin"), dir.file("f1.bin"), dir.file("f2.bin")})};
+  o.sets = {shard_set(kFormatLlmc, {dir.file("f0.bin"), dir.file("f1.bin"), dir.file("f2.bin")})};
   o.seq_len = 5;
   o.shuffle = false;
   auto plain = make_gpt_source(o);
@@ -192,8 +194,8 @@ TEST(GptSource, BlendTakesComponentsInMegatronsInterleaving) {
   write_megatron(dir.file("a"), 100, 4, 0);
   write_megatron(dir.file("b"), 30, 5, 30000);
   write_llmc(dir.file("c.bin"), 200, 50000, LlmcFormat::gpt2);
-  const std::vector<ShardSet> sets{megatron_set({dir.file("a")}), megatron_set({dir.file("b")}),
-                                   llmc_set({dir.file("c.bin")})};
+  const std::vector<ShardSet> sets{shard_set(kFormatMegatron, {dir.file("a")}), shard_set(kFormatMegatron, {dir.file("b")}),
+                                   shard_set(kFormatLlmc, {dir.file("c.bin")})};
   GptSourceOptions o;
   o.sets = sets;
   o.weights = {0.2, 0.5, 0.3};  // b is small: it wraps into further epochs within one blend epoch
@@ -240,7 +242,7 @@ TEST(GptSource, ConcurrentReadsEqualSerialReads) {
   write_megatron(dir.file("a"), 2000, 6, 0);
   write_llmc(dir.file("c.bin"), 5000, 7, LlmcFormat::gpt2);
   GptSourceOptions o;
-  o.sets = {megatron_set({dir.file("a")}), llmc_set({dir.file("c.bin")})};
+  o.sets = {shard_set(kFormatMegatron, {dir.file("a")}), shard_set(kFormatLlmc, {dir.file("c.bin")})};
   o.weights = {2, 1};
   o.seq_len = 12;
   o.seed = 3;
@@ -263,10 +265,7 @@ TEST(GptSource, FingerprintSaysWhatDefinesTheSamples) {
   TempDir dir;
   write_megatron(dir.file("a"), 50, 8, 0);
   write_megatron(dir.file("b"), 50, 9, 0);
-  GptSourceOptions o;
-  o.sets = {megatron_set({dir.file("a")}), megatron_set({dir.file("b")})};
-  o.weights = {1, 1};
-  o.seq_len = 8;
+  GptSourceOptions o = two_megatron_sets(dir.file("a"), dir.file("b"));
   const uint64_t base = make_gpt_source(o)->fingerprint();
   auto changed = [&](auto edit) {
     GptSourceOptions c = o;
@@ -286,7 +285,7 @@ TEST(GptSource, ManifestGivesVocabularyAndIdsAreChecked) {
   TempDir dir;
   write_megatron(dir.file("a"), 50, 10, 0);  // ids up to several hundred
   GptSourceOptions o;
-  o.sets = {megatron_set({dir.file("a")})};
+  o.sets = {shard_set(kFormatMegatron, {dir.file("a")})};
   Manifest m;
   m.format = kFormatMegatron;
   m.tokenizer.kind = "bpe";
@@ -322,7 +321,7 @@ TEST(GptSource, CorruptIndexNamesTheFile) {
     f.write(reinterpret_cast<const char*>(&huge), sizeof huge);
   }
   GptSourceOptions o;
-  o.sets = {megatron_set({dir.file("a")})};
+  o.sets = {shard_set(kFormatMegatron, {dir.file("a")})};
   o.seq_len = 8;
   try {
     make_gpt_source(o);
@@ -336,10 +335,7 @@ TEST(GptSource, BadOptionsAreUsageErrors) {
   TempDir dir;
   write_megatron(dir.file("a"), 50, 12, 0);
   write_megatron(dir.file("tiny"), 1, 13, 0);
-  GptSourceOptions o;
-  o.sets = {megatron_set({dir.file("a")}), megatron_set({dir.file("a")})};
-  o.weights = {1, 1};
-  o.seq_len = 8;
+  GptSourceOptions o = two_megatron_sets(dir.file("a"), dir.file("a"));
   EXPECT_NO_THROW(make_gpt_source(o));
   auto refused = [&](auto edit) {
     GptSourceOptions c = o;
@@ -361,7 +357,7 @@ TEST(GptSource, BadOptionsAreUsageErrors) {
   EXPECT_NE(refused([](GptSourceOptions& c) { c.samples_per_epoch = -1; }).find("samples_per_epoch"), std::string::npos);
   EXPECT_NE(refused([](GptSourceOptions& c) { c.sets.clear(); }).find("no sources"), std::string::npos);
   EXPECT_NE(refused([](GptSourceOptions& c) { c.sets[0].format = kFormatBertHdf5; }).find("not GPT data"), std::string::npos);
-  EXPECT_NE(refused([&](GptSourceOptions& c) { c.sets[1] = megatron_set({dir.file("tiny")}); c.seq_len = 100; })
+  EXPECT_NE(refused([&](GptSourceOptions& c) { c.sets[1] = shard_set(kFormatMegatron, {dir.file("tiny")}); c.seq_len = 100; })
                 .find("fewer than one sample"), std::string::npos);
   // One set: weights are not looked at.
   GptSourceOptions one = o;
@@ -374,16 +370,8 @@ TEST(GptSource, BadOptionsAreUsageErrors) {
 TEST(GptSource, LoaderBatchesAreTheSourcesSamples) {
   TempDir dir;
   auto sequences = write_megatron(dir.file("a"), 300, 14, 0);
-  LoaderConfig config;
-  config.kind = ModelKind::gpt;
-  config.sources = {dir.file("a")};
-  config.seq_len = 16;
-  config.batch_size = 5;
-  config.seed = 21;
-  config.drop_last = false;
-  config.epochs = 2;
-  config.workers = 2;
-  Loader loader(config);
+  Loader loader(LoaderConfig{.sources = {dir.file("a")}, .kind = ModelKind::gpt, .batch_size = 5, .seq_len = 16,
+                             .seed = 21, .drop_last = false, .epochs = 2, .workers = 2});
   const auto expected0 = reference_epoch(sequences, 16, 21, 0, true);
   const auto expected1 = reference_epoch(sequences, 16, 21, 1, true);
   ASSERT_EQ(loader.samples_per_epoch(), expected0.size());
@@ -417,7 +405,7 @@ TEST(GptSource, GoldenMegatronFiles) {
   std::vector<std::vector<int32_t>> sequences;
   for (size_t i = 0; i < reader.num_sequences(); ++i) sequences.push_back(reader.sequence(i).to_int32());
   GptSourceOptions o;
-  o.sets = {megatron_set({prefix})};
+  o.sets = {shard_set(kFormatMegatron, {prefix})};
   o.seq_len = 128;
   o.seed = 1234;
   auto source = make_gpt_source(o);

@@ -15,6 +15,7 @@
 #include "common/manifest.h"
 #include "formats/bert_hdf5.h"
 #include "loader/device_copy.h"
+#include "bert_shards_fixture.h"
 #include "loader/source.h"
 #include "test_util.h"
 
@@ -47,28 +48,11 @@ BertRecord make_record(int64_t g) {
 
 // Shards of the given sizes in `dir`, records numbered across them, and a manifest.
 std::vector<std::string> write_shards(const std::string& dir, const std::vector<int64_t>& sizes, bool manifest = true) {
-  std::vector<std::string> files;
-  Manifest m;
-  m.format = kFormatBertHdf5;
-  m.seq_len = kSeq;
-  m.max_predictions = kPred;
-  m.tokenizer.kind = "wordpiece";
-  m.tokenizer.vocab_size = kVocab;
-  m.tokenizer.vocab_hash = "0123456789abcdef";
-  m.tokenizer.special_ids = {{"[PAD]", 0}, {"[UNK]", 100}, {"[CLS]", kCls}, {"[SEP]", kSep}, {"[MASK]", kMask}};
-  int64_t g = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    const std::string name = "shard-" + std::to_string(i) + ".hdf5";
-    BertShardOptions o;
-    o.records_per_chunk = 8;
-    BertShardWriter w(path_join(dir, name), kSeq, kPred, o);
-    for (int64_t k = 0; k < sizes[i]; ++k) w.append(make_record(g++));
-    w.commit();
-    files.push_back(path_join(dir, name));
-    m.shards.push_back(Manifest::describe(dir, name, uint64_t(sizes[i])));
-  }
-  if (manifest) m.write(path_join(dir, kManifestName));
-  return files;
+  auto written = testing::write_bert_shards(
+      dir, sizes, kSeq, kPred, {{"[PAD]", 0}, {"[UNK]", 100}, {"[CLS]", kCls}, {"[SEP]", kSep}, {"[MASK]", kMask}},
+      make_record);
+  if (manifest) written.manifest.write(path_join(dir, kManifestName));
+  return written.files;
 }
 
 LoaderConfig bert_config(const std::string& source) {

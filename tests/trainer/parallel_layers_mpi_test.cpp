@@ -58,6 +58,14 @@ struct Group {
   ModelShard shard;
 };
 
+constexpr int64_t N = 8, IC = 16, OC = 24;
+constexpr double kTol = 2e-6;
+
+// The single-rank linear layer's output and gradients, which the parallel ones must reproduce.
+struct WholeLinear {
+  Floats out, dX, dW, db;
+};
+
 class ParallelLayers : public ::testing::TestWithParam<std::tuple<int, bool>> {
  protected:
   void SetUp() override {
@@ -79,21 +87,22 @@ class ParallelLayers : public ::testing::TestWithParam<std::tuple<int, bool>> {
   int64_t region_rows(int64_t N) const { return sp() ? N / t() : N; }
   int64_t region_first(int64_t N) const { return sp() ? r() * N / t() : 0; }
 
+  WholeLinear whole_linear(const Floats& X, const Floats& W, const Floats& b, const Floats& dout) {
+    WholeLinear w{Floats(N * OC), Floats(N * IC), Floats(OC * IC, 0.0f), Floats(OC, 0.0f)};
+    linear(device_, w.out.data(), X.data(), W.data(), b.data(), N, IC, OC);
+    linear_backward(device_, w.dX.data(), false, w.dW.data(), w.db.data(), dout.data(), X.data(), W.data(), N, IC, OC);
+    return w;
+  }
+
   Device device_;
   Group group_;
   const ModelShard one_{};  // the single-rank layer
 };
 
-constexpr int64_t N = 8, IC = 16, OC = 24;
-constexpr double kTol = 2e-6;
-
 TEST_P(ParallelLayers, ColumnParallelLinearEqualsTheWholeLinear) {
   const Floats X = random_floats(N * IC, 1), W = random_floats(OC * IC, 2), b = random_floats(OC, 3),
                dout = random_floats(N * OC, 4);
-  // The whole layer.
-  Floats out(N * OC), dX(N * IC), dW(OC * IC, 0.0f), db(OC, 0.0f);
-  linear(device_, out.data(), X.data(), W.data(), b.data(), N, IC, OC);
-  linear_backward(device_, dX.data(), false, dW.data(), db.data(), dout.data(), X.data(), W.data(), N, IC, OC);
+  const auto [out, dX, dW, db] = whole_linear(X, W, b, dout);
   // This rank's OCl output columns: rows of W and b.
   const int64_t OCl = OC / t(), R = region_rows(N), r0 = region_first(N);
   const Floats Wl = block(W, IC, r() * OCl, OCl, 0, IC), bl = block(b, 1, r() * OCl, OCl, 0, 1);
@@ -127,9 +136,7 @@ TEST_P(ParallelLayers, ColumnParallelLinearWithGeluEqualsTheWholeOne) {
 TEST_P(ParallelLayers, RowParallelLinearEqualsTheWholeLinear) {
   const Floats X = random_floats(N * IC, 21), W = random_floats(OC * IC, 22), b = random_floats(OC, 23),
                dout = random_floats(N * OC, 24);
-  Floats out(N * OC), dX(N * IC), dW(OC * IC, 0.0f), db(OC, 0.0f);
-  linear(device_, out.data(), X.data(), W.data(), b.data(), N, IC, OC);
-  linear_backward(device_, dX.data(), false, dW.data(), db.data(), dout.data(), X.data(), W.data(), N, IC, OC);
+  const auto [out, dX, dW, db] = whole_linear(X, W, b, dout);
   // This rank's ICl input columns: columns of X and W; the bias whole.
   const int64_t ICl = IC / t(), R = region_rows(N), r0 = region_first(N);
   const Floats Xl = block(X, IC, 0, N, r() * ICl, ICl), Wl = block(W, IC, 0, OC, r() * ICl, ICl);

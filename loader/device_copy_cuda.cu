@@ -1,6 +1,6 @@
 // The CUDA backend: pinned host slots, device slots from cudaMalloc, one copy stream. A copy is a
 // cudaMemcpyAsync of the narrow host slot into the device slot's staging area and one widen kernel
-// (loader/kernels.h, the same element functions the CPU backend loops over), then events (see
+// (loader/widen.h, the same element functions the CPU backend loops over), then events (see
 // device_copy.h). Nothing here blocks the consumer: next() only orders its stream after `ready`.
 #include <cuda_runtime.h>
 
@@ -24,7 +24,7 @@ void check(cudaError_t err, const char* what) {
   }
 }
 
-// One launch per pass (kernels.h): 0 = GPT, 1 = BERT tokens, 2 = BERT predictions.
+// One launch per pass (widen.h): 0 = GPT, 1 = BERT tokens, 2 = BERT predictions.
 template <typename T>
 __global__ void widen_kernel(WidenArgs<T> a, int64_t n, int pass) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {

@@ -2,7 +2,7 @@
 // uint16 (when the vocabulary fits) and small fields as uint8; the batch the consumer sees holds
 // every field as T (int32 or int64), plus the dense MLM labels and GPT's shifted targets. The CPU
 // backend runs widen_*_element in a loop over the slot, the CUDA backend in a kernel on its copy
-// stream (loader/device_cuda.cu) — one body, so the CPU tests check the GPU path's arithmetic.
+// stream (loader/device_copy_cuda.cu) — one body, so the CPU tests check the GPU path's arithmetic.
 #pragma once
 #include <cstdint>
 

@@ -1,0 +1,48 @@
+// Small BERT HDF5 shard sets for the loader's tests: `sizes[i]` records in shard-<i>.hdf5 (chunks of
+// 8 records), record g made by the test's own `make_record(g)` (numbered across the shards, so a
+// sample can say which record it came from), and the manifest make-pretraining-shards would write.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/file.h"
+#include "common/manifest.h"
+#include "formats/bert_hdf5.h"
+
+namespace pretrain::testing {
+
+struct BertShardFiles {
+  std::vector<std::string> files;
+  Manifest manifest;
+};
+
+inline BertShardFiles write_bert_shards(const std::string& dir, const std::vector<int64_t>& sizes, int64_t seq_len,
+                                        int64_t max_predictions, std::map<std::string, int64_t> special_ids,
+                                        const std::function<BertRecord(int64_t)>& make_record) {
+  BertShardFiles out;
+  Manifest& m = out.manifest;
+  m.format = kFormatBertHdf5;
+  m.seq_len = seq_len;
+  m.max_predictions = max_predictions;
+  m.tokenizer.kind = "wordpiece";
+  m.tokenizer.vocab_size = 30522;
+  m.tokenizer.vocab_hash = "0123456789abcdef";
+  m.tokenizer.special_ids = std::move(special_ids);
+  int64_t g = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const std::string name = "shard-" + std::to_string(i) + ".hdf5";
+    BertShardOptions o;
+    o.records_per_chunk = 8;
+    BertShardWriter w(path_join(dir, name), seq_len, max_predictions, o);
+    for (int64_t k = 0; k < sizes[i]; ++k) w.append(make_record(g++));
+    w.commit();
+    out.files.push_back(path_join(dir, name));
+    m.shards.push_back(Manifest::describe(dir, name, uint64_t(sizes[i])));
+  }
+  return out;
+}
+
+}  // namespace pretrain::testing
