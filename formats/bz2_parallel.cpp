@@ -430,6 +430,14 @@ class Stitcher {
   bool finished_ = false;
 };
 
+// The parallel stage: a block span decoded on its own (the stitcher merges and retries spans
+// that a chance magic cut).
+void decode(Span& span) {
+  if (span.kind != Span::Kind::block || span.read_error) return;
+  bz2::BitRange r = span.bits();
+  span.result = bz2::decode_block({&r, 1}, span.level);
+}
+
 }  // namespace bz2_detail
 
 std::string_view Bz2Piece::bytes() const {
@@ -476,15 +484,19 @@ tbb::filter<void, std::shared_ptr<Bz2Piece>> Bz2Reader::source_filter() {
     return span;
   });
   auto decode = tbb::make_filter<std::shared_ptr<Span>, std::shared_ptr<Span>>(tbb::filter_mode::parallel, [](std::shared_ptr<Span> span) {
-    if (span->kind == Span::Kind::block && !span->read_error) {
-      bz2::BitRange r = span->bits();
-      span->result = bz2::decode_block({&r, 1}, span->level);
-    }
+    bz2_detail::decode(*span);
     return span;
   });
   auto stitch = tbb::make_filter<std::shared_ptr<Span>, std::shared_ptr<Bz2Piece>>(
       tbb::filter_mode::serial_in_order, [this](std::shared_ptr<Span> span) { return stitcher_->accept(std::move(span)); });
   return scan & decode & stitch;
+}
+
+std::shared_ptr<Bz2Piece> Bz2Reader::next_piece() {
+  auto span = scanner_->next();
+  if (!span) return nullptr;
+  bz2_detail::decode(*span);
+  return stitcher_->accept(std::move(span));
 }
 
 void Bz2Reader::for_each_piece(const std::function<void(std::string_view bytes)>& sink) {

@@ -85,6 +85,12 @@ class Bz2Reader {
   tbb::filter<void, std::shared_ptr<Bz2Piece>> source_filter();
   size_t max_in_flight() const { return max_in_flight_; }
 
+  // The same stages run one span at a time on the caller's thread: the next piece in order (its
+  // bytes, then check() as above; pieces may be empty), nullptr after the last. This is the serial
+  // bz2 source of compressed_input.h, so both give the same bytes and errors. Use instead of the
+  // two above.
+  std::shared_ptr<Bz2Piece> next_piece();
+
   // Progress: compressed input bytes behind the pieces produced so far; the input size (0 when
   // unknown, e.g. a pipe).
   uint64_t compressed_consumed() const { return consumed_.load(std::memory_order_relaxed); }

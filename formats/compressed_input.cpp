@@ -1,21 +1,25 @@
 #include "formats/compressed_input.h"
 
-#include <bzlib.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 #include <zstd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include "common/error.h"
+#include "common/log.h"
+#include "formats/bz2_parallel.h"
 
 namespace pretrain {
 
 namespace {
 
 constexpr size_t kRawReadBytes = size_t{256} << 10;  // compressed bytes per read
+constexpr size_t kMaxOutBytes = size_t{1} << 30;     // zlib's avail_in and avail_out are 32-bit
 
 class FileDescriptor {
  public:
@@ -52,26 +56,60 @@ class FileDescriptor {
   uint64_t consumed_ = 0;
 };
 
-// A source over one file: reads it in compressed chunks (raw_) for the decoders.
+// The compressed bytes not yet taken by a decoder: a window of the file that fill() moves on.
+// Decoders take bytes with consume(), so offset() is always the file offset of the next byte a
+// decoder has not used, which is what errors name.
+class CompressedWindow {
+ public:
+  explicit CompressedWindow(FileDescriptor& file) : file_(file) {}
+
+  const char* data() const { return buf_.data() + pos_; }
+  size_t size() const { return len_ - pos_; }
+  void consume(size_t n) { pos_ += n; }
+  uint64_t offset() const { return base_ + pos_; }
+  bool at_end() const { return size() == 0 && eof_; }  // known only once fill() met the end
+
+  // Reads until at least `want` bytes are unused, or the file ends; returns how many are.
+  size_t fill(size_t want = 1) {
+    if (size() >= want || eof_) return size();
+    if (pos_ > 0) {  // keep the unused bytes, drop the rest
+      std::memmove(buf_.data(), data(), size());
+      base_ += pos_;
+      len_ -= pos_;
+      pos_ = 0;
+    }
+    buf_.resize(std::max({buf_.size(), kRawReadBytes, want}));
+    while (len_ < want) {
+      size_t got = file_.read(buf_.data() + len_, buf_.size() - len_);
+      if (got == 0) {
+        eof_ = true;
+        break;
+      }
+      len_ += got;
+    }
+    return size();
+  }
+
+ private:
+  FileDescriptor& file_;
+  std::vector<char> buf_;
+  size_t pos_ = 0, len_ = 0;
+  uint64_t base_ = 0;  // file offset of buf_[0]
+  bool eof_ = false;
+};
+
+// A source over one file, with the window its decoder reads from.
 class FileByteSource : public ByteSource {
  public:
-  explicit FileByteSource(const std::string& path) : path_(path), file_(path) {}
+  explicit FileByteSource(const std::string& path) : path_(path), file_(path), in_(file_) {}
   uint64_t file_bytes_read() const override { return file_.consumed(); }
 
  protected:
-  // Next compressed chunk into raw_; false at the end of the file.
-  bool refill() {
-    raw_.resize(kRawReadBytes);
-    size_t got = file_.read(raw_.data(), raw_.size());
-    raw_offset_ += raw_len_;
-    raw_len_ = got;
-    return got > 0;
-  }
+  Where here() const { return Where::at_offset(path_, static_cast<int64_t>(in_.offset())); }
+
   std::string path_;
   FileDescriptor file_;
-  std::vector<char> raw_;
-  size_t raw_len_ = 0;
-  uint64_t raw_offset_ = 0;  // file offset of raw_[0]
+  CompressedWindow in_;
 };
 
 class PlainSource : public FileByteSource {
@@ -89,87 +127,122 @@ class ZstdSource : public FileByteSource {
 
   size_t read(char* buf, size_t n) override {
     ZSTD_outBuffer out{buf, n, 0};
-    for (;;) {
-      if (in_.pos == in_.size && !eof_) {
-        eof_ = !refill();
-        in_ = ZSTD_inBuffer{raw_.data(), raw_len_, 0};
-      }
-      size_t in_before = in_.pos;
-      size_t rc = ZSTD_decompressStream(dctx_, &out, &in_);
-      if (ZSTD_isError(rc))
-        throw Error(Where::at_offset(path_, static_cast<int64_t>(raw_offset_ + in_.pos)),
-                    cat("corrupt zstd stream: ", ZSTD_getErrorName(rc)));
+    while (n > 0) {
+      if (in_.size() == 0) in_.fill();
+      ZSTD_inBuffer zin{in_.data(), in_.size(), 0};
+      size_t rc = ZSTD_decompressStream(dctx_, &out, &zin);
+      in_.consume(zin.pos);
+      if (ZSTD_isError(rc)) throw Error(here(), cat("corrupt zstd stream: ", ZSTD_getErrorName(rc)));
       // rc == 0: a frame is complete and flushed. With no progress, rc is only a size hint.
-      if (in_.pos != in_before || out.pos != 0) frame_open_ = rc != 0;
+      if (zin.pos > 0 || out.pos > 0) frame_open_ = rc != 0;
       if (out.pos > 0) return out.pos;
-      if (in_.pos == in_.size && eof_) {
-        if (frame_open_)
-          throw Error(Where::at_offset(path_, static_cast<int64_t>(raw_offset_ + in_.pos)),
-                      "truncated zstd stream: the file ends inside a frame");
+      if (in_.at_end()) {
+        if (frame_open_) throw Error(here(), "truncated zstd stream: the file ends inside a frame");
         return 0;
       }
     }
+    return 0;
   }
 
  private:
   ZSTD_DCtx* dctx_;
-  ZSTD_inBuffer in_{nullptr, 0, 0};
-  bool eof_ = false, frame_open_ = false;
+  bool frame_open_ = false;
 };
 
-// bz2, single or multi-stream (pbzip2, wikiextractor --compress): streams are decoded one after
-// another, as bzip2 -d does.
-class Bz2Source : public FileByteSource {
+// bz2, single or multi-stream (pbzip2, wikiextractor --compress): Bz2Reader's stages run on the
+// caller's thread, so the serial and the block-parallel reader are one decoder and agree on every
+// byte and every error.
+class Bz2Source : public ByteSource {
  public:
-  explicit Bz2Source(const std::string& path) : FileByteSource(path) { init(); }
-  ~Bz2Source() override { BZ2_bzDecompressEnd(&strm_); }
+  explicit Bz2Source(const std::string& path) : reader_(path, {.threads = 1, .read_size = kRawReadBytes}) {}
+  uint64_t file_bytes_read() const override { return reader_.compressed_consumed(); }
 
   size_t read(char* buf, size_t n) override {
-    n = std::min<size_t>(n, 1u << 30);  // avail_out is 32-bit
-    strm_.next_out = buf;
-    strm_.avail_out = static_cast<unsigned>(n);
-    while (strm_.avail_out > 0) {
-      if (strm_.avail_in == 0 && !eof_) {
-        eof_ = !refill();
-        strm_.next_in = raw_.data();
-        strm_.avail_in = static_cast<unsigned>(raw_len_);
-      }
-      if (stream_ended_) {
-        if (strm_.avail_in == 0) break;  // the end of the file
-        BZ2_bzDecompressEnd(&strm_);
-        init();  // another stream follows
-      }
-      unsigned in_before = strm_.avail_in, out_before = strm_.avail_out;
-      int rc = BZ2_bzDecompress(&strm_);
-      if (rc == BZ_STREAM_END) {
-        stream_ended_ = true;
+    size_t got = 0;
+    while (got < n) {
+      if (!piece_ || pos_ == piece_->bytes().size()) {
+        if (got > 0) break;  // the bytes before a piece's error go out first
+        if (piece_) piece_->check();
+        if (done_ || !(piece_ = reader_.next_piece())) {
+          done_ = true;
+          break;
+        }
+        pos_ = 0;
         continue;
       }
-      if (rc != BZ_OK)
-        throw Error(Where::at_offset(path_, offset()),
-                    cat("corrupt bz2 stream (libbz2 error ", rc, rc == BZ_DATA_ERROR_MAGIC ? ": not bz2 data" : "", ")"));
-      if (strm_.avail_in == 0 && eof_ && strm_.avail_out > 0)
-        throw Error(Where::at_offset(path_, offset()), "truncated bz2 stream: the file ends inside a stream");
-      if (strm_.avail_in == in_before && strm_.avail_out == out_before && strm_.avail_in > 0)
-        throw Error(Where::at_offset(path_, offset()), "corrupt bz2 stream: the decoder makes no progress");
+      std::string_view bytes = piece_->bytes().substr(pos_, n - got);
+      std::memcpy(buf + got, bytes.data(), bytes.size());
+      got += bytes.size();
+      pos_ += bytes.size();
+    }
+    return got;
+  }
+
+ private:
+  Bz2Reader reader_;
+  std::shared_ptr<Bz2Piece> piece_;  // the piece being read out, from pos_
+  size_t pos_ = 0;
+  bool done_ = false;
+};
+
+// gzip, single or multi-member (concatenated .gz files, pigz, bgzip): members are decoded one
+// after another, as gzip -d does.
+class GzipSource : public FileByteSource {
+ public:
+  explicit GzipSource(const std::string& path) : FileByteSource(path) {
+    if (inflateInit2(&strm_, 16 + MAX_WBITS) != Z_OK)  // 16: a gzip wrapper, not zlib's
+      throw Error(Where{path}, "cannot start a gzip decoder");
+  }
+  ~GzipSource() override { inflateEnd(&strm_); }
+
+  size_t read(char* buf, size_t n) override {
+    n = std::min(n, kMaxOutBytes);
+    strm_.next_out = reinterpret_cast<Bytef*>(buf);
+    strm_.avail_out = static_cast<uInt>(n);
+    while (strm_.avail_out > 0 && !done_) {
+      if (member_ended_ && !start_next_member()) break;
+      if (in_.size() == 0) in_.fill();
+      strm_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in_.data()));
+      strm_.avail_in = static_cast<uInt>(std::min(in_.size(), kMaxOutBytes));
+      uInt in_before = strm_.avail_in, out_before = strm_.avail_out;
+      int rc = inflate(&strm_, Z_NO_FLUSH);
+      in_.consume(in_before - strm_.avail_in);
+      if (rc == Z_STREAM_END) {
+        member_ended_ = true;
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        throw Error(here(), cat("corrupt gzip stream: ", strm_.msg ? strm_.msg : zError(rc)));
+      } else if (strm_.avail_out > 0 && in_.at_end()) {
+        throw Error(here(), "truncated gzip stream: the file ends inside a member");
+      } else if (strm_.avail_in == in_before && strm_.avail_out == out_before && in_.size() > 0) {
+        throw Error(here(), "corrupt gzip stream: the decoder makes no progress");
+      }
     }
     return n - strm_.avail_out;
   }
 
  private:
-  // A fresh decoder that carries on with the same input and output buffers.
-  void init() {
-    bz_stream fresh{};
-    fresh.next_in = strm_.next_in, fresh.avail_in = strm_.avail_in;
-    fresh.next_out = strm_.next_out, fresh.avail_out = strm_.avail_out;
-    strm_ = fresh;
-    if (BZ2_bzDecompressInit(&strm_, 0, 0) != BZ_OK) throw Error(Where{path_}, "cannot start a bz2 decoder");
-    stream_ended_ = false;
+  // After a member: true when another one follows (the decoder is reset for it); false at the
+  // end of the file or before trailing garbage.
+  bool start_next_member() {
+    size_t have = in_.fill(2);
+    if (have == 0) {
+      done_ = true;
+      return false;
+    }
+    const auto* b = reinterpret_cast<const uint8_t*>(in_.data());
+    if (have >= 2 && b[0] == 0x1F && b[1] == 0x8B) {
+      inflateReset(&strm_);
+      member_ended_ = false;
+      return true;
+    }
+    if (have == 1 && b[0] == 0x1F) throw Error(here(), "truncated gzip stream: the file ends inside a member header");
+    log_warn(path_, ": trailing garbage after the last gzip member at byte ", in_.offset(), " ignored (as gzip -d does)");
+    done_ = true;
+    return false;
   }
-  int64_t offset() const { return static_cast<int64_t>(raw_offset_ + raw_len_ - strm_.avail_in); }
 
-  bz_stream strm_{};
-  bool eof_ = false, stream_ended_ = false;
+  z_stream strm_{};
+  bool member_ended_ = false, done_ = false;
 };
 
 }  // namespace
@@ -183,6 +256,10 @@ std::unique_ptr<ByteSource> open_byte_source(const std::string& path, std::strin
   if (head.size() >= 4 && head.compare(0, 3, "BZh") == 0 && head[3] >= '1' && head[3] <= '9') {
     compression = "bz2";
     return std::make_unique<Bz2Source>(path);
+  }
+  if (head.size() >= 2 && head.compare(0, 2, "\x1F\x8B") == 0) {
+    compression = "gz";
+    return std::make_unique<GzipSource>(path);
   }
   compression = "";
   return std::make_unique<PlainSource>(path);

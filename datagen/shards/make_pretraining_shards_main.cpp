@@ -15,8 +15,9 @@ int main(int argc, char** argv) {
   bool lowercase = false;
   app.add_option("--model", model, "bert or gpt")->check(CLI::IsMember({"bert", "gpt"}))->capture_default_str();
   app.add_option("-i,--input", o.inputs,
-                 "document shards (directory with manifest.json, .jsonl[.zst|.bz2], wikiextractor output) or "
-                 "Google's text format (*.txt: one sentence per line, blank line between documents); globs allowed")
+                 "document shards (directory with manifest.json, .jsonl[.gz|.zst|.bz2], wikiextractor output) or "
+                 "Google's text format (*.txt[.gz|.zst|.bz2]: one sentence per line, blank line between documents); "
+                 "globs allowed")
       ->required();
   app.add_option("--tokenizer", o.tokenizer, "vocab.txt, GPT-2 encoder.json/vocab.bpe, .model or tokenizer.json")
       ->required();

@@ -1,10 +1,9 @@
 // The documents make-pretraining-shards reads, in one stream from two kinds of input:
 //
-//  - Google BERT's text format (`*.txt`, or a directory whose manifest says wikiprep's
-//    "sentences-txt"): one sentence per line, blank lines between documents. Lines are read as
-//    Python's universal-newline readline() reads them (\n, \r\n and \r end a line) and a line is
-//    blank when Python's str.strip() leaves nothing, so documents split exactly where
-//    create_pretraining_data.py splits them.
+//  - Google BERT's text format (`*.txt`, optionally `.gz`/`.zst`/`.bz2` compressed, or a directory
+//    whose manifest says wikiprep's "sentences-txt"): one sentence per line, blank lines between
+//    documents, read by SentenceTextReader (formats/sentence_text.h) as Python reads it, so
+//    documents split exactly where create_pretraining_data.py splits them.
 //  - Our document shards and everything else DocReader reads (JSON lines, wikiextractor output):
 //    each document's text, whose lines are split into sentences later (ICU, as wikiprep does),
 //    on the worker that tokenizes it.
@@ -12,7 +11,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace pretrain {
@@ -23,11 +21,6 @@ struct RawDocument {
   std::string text;                    // otherwise: the text, paragraphs separated by '\n'
   std::string source;                  // "file:line" of the document's start, for messages
 };
-
-// Python's str.isspace() for one code point (Unicode White_Space as CPython tables it).
-bool python_isspace(char32_t c);
-// Python's str.strip() with no argument.
-std::string_view python_strip(std::string_view s);
 
 class TextDocumentReader {
  public:
@@ -49,11 +42,10 @@ class TextDocumentReader {
   const std::vector<Unit>& units() const { return units_; }
 
  private:
-  struct TextSource;
   bool next_text(RawDocument& doc);
   std::vector<Unit> units_;
   size_t next_unit_ = 0;
-  std::unique_ptr<TextSource> text_;
+  std::unique_ptr<class SentenceTextReader> text_;
   std::unique_ptr<class DocReader> docs_;
   RawDocument pending_;  // the text-format document being collected
   bool pending_open_ = false;

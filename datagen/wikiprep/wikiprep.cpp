@@ -23,6 +23,7 @@
 #include "datagen/wikiprep/xml_pages.h"
 #include "formats/bz2_parallel.h"
 #include "formats/doc_shards.h"
+#include "formats/sentence_text.h"
 #include "tokenizer/sentences.h"
 
 namespace pretrain {
@@ -110,27 +111,20 @@ class DocsOutput final : public ShardOutput {
   DocShardWriter writer_;
 };
 
-// sentences-00000.txt …: plain text, closed before a document would take it past shard_bytes (a
-// lone larger document gets a shard of its own), written through AtomicFile.
+// sentences-00000.txt …: Google's sentence text (SentenceTextWriter), a shard closed before a
+// document would take it past shard_bytes (a lone larger document gets a shard of its own).
 class SentencesOutput final : public ShardOutput {
  public:
   SentencesOutput(std::string dir, uint64_t shard_bytes, uint64_t first_index)
       : dir_(std::move(dir)), shard_bytes_(shard_bytes), next_index_(first_index) {}
 
   void add(const Item& item) override {
-    size_t bytes = item.sentences.size() + 1;  // the document's lines and the blank line after it
-    if (file_ && records_ > 0 && file_->bytes_written() + bytes > shard_bytes_) close_shard();
-    if (!file_) {
-      file_ = std::make_unique<AtomicFile>(
+    uint64_t bytes = SentenceTextWriter::document_bytes(item.sentences);
+    if (file_ && file_->documents() > 0 && file_->bytes_written() + bytes > shard_bytes_) close_shard();
+    if (!file_)
+      file_ = std::make_unique<SentenceTextWriter>(
           path_join(dir_, wikiprep_shard_name(WikiprepFormat::sentences, next_index_++)));
-      hash_ = std::make_unique<Xxh3Stream>();
-      records_ = 0;
-    }
-    file_->write(item.sentences);
-    file_->write("\n", 1);
-    hash_->update(item.sentences.data(), item.sentences.size());
-    hash_->update("\n", 1);
-    records_ += 1;
+    file_->add_document(item.sentences);
     text_bytes_ += bytes;
     invalid_ += item.repaired;
   }
@@ -138,7 +132,7 @@ class SentencesOutput final : public ShardOutput {
     if (!file_) return;
     uint64_t bytes = file_->bytes_written();
     file_->commit();
-    shards_.push_back(ShardEntry{base_name(file_->path()), records_, bytes, hex64(hash_->digest()), {}});
+    shards_.push_back(ShardEntry{base_name(file_->path()), file_->documents(), bytes, hex64(file_->xxh3()), {}});
     file_.reset();
   }
   const std::vector<ShardEntry>& shards() const override { return shards_; }
@@ -156,9 +150,8 @@ class SentencesOutput final : public ShardOutput {
  private:
   std::string dir_;
   uint64_t shard_bytes_, next_index_;
-  std::unique_ptr<AtomicFile> file_;
-  std::unique_ptr<Xxh3Stream> hash_;
-  uint64_t records_ = 0, text_bytes_ = 0, invalid_ = 0;
+  std::unique_ptr<SentenceTextWriter> file_;
+  uint64_t text_bytes_ = 0, invalid_ = 0;
   std::vector<ShardEntry> shards_;
 };
 

@@ -3,7 +3,8 @@
 //
 //   format jsonl:      docs-00000.jsonl.zst …  {"id","url","title","text"} per line (DocShardWriter)
 //   format sentences:  sentences-00000.txt …   Google BERT's input: one sentence per line, a blank
-//                      line after each document (ICU sentence breaks, see tokenizer/sentences.h)
+//                      line after each document (ICU sentence breaks, see tokenizer/sentences.h),
+//                      written by SentenceTextWriter (formats/sentence_text.h)
 //
 // One oneTBB parallel_pipeline: bz2 blocks decoded in parallel (Bz2Reader) → pages parsed in order
 // (XmlPageReader; a batch is the pages one decoded piece completes) → pages cleaned in parallel

@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "datagen/shards/python_random.h"
 #include "bert_record_expect.h"
+#include "formats/sentence_text.h"
 #include "test_util.h"
 
 namespace pretrain {
@@ -31,6 +32,14 @@ std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
+// The text's lines as create_pretraining_data.py keeps them (stripped; empty when blank).
+std::vector<std::string> read_sentences(const std::string& path) {
+  SentenceTextReader reader(path);
+  std::vector<std::string> sentences;
+  for (std::string_view s; reader.next_sentence(s);) sentences.emplace_back(s);
+  return sentences;
+}
+
 std::vector<TokenId32> parse_ids(const std::string& line) {
   std::istringstream s(line);
   std::vector<TokenId32> ids;
@@ -38,17 +47,17 @@ std::vector<TokenId32> parse_ids(const std::string& line) {
   return ids;
 }
 
-// Documents of the Python script's reader: a blank text line starts a new document; a line's
+// Documents of the Python script's reader: a blank line of the text starts a new document; a line's
 // tokens (from the golden ids dump) make a sentence when not empty. The bert-sample dump has a line
 // for every text line; the botchan dump was made from botchan.txt, which lacks the blank lines
 // botchan-docs.txt adds, so there only non-blank lines take an ids line.
-InMemoryCorpus corpus_from(const std::vector<std::string>& text_lines, const std::vector<std::string>& id_lines,
+InMemoryCorpus corpus_from(const std::vector<std::string>& sentences, const std::vector<std::string>& id_lines,
                            bool ids_for_blank_lines) {
   InMemoryCorpus c;
   c.documents.emplace_back();
   size_t next_ids = 0;
-  for (const auto& line : text_lines) {
-    if (line.find_first_not_of(" \t") == std::string::npos) {
+  for (const auto& sentence : sentences) {
+    if (sentence.empty()) {
       c.documents.emplace_back();
       if (ids_for_blank_lines) ++next_ids;
       continue;
@@ -101,7 +110,7 @@ TEST_P(BertInstancesGolden, EqualNvidiaGolden) {
   PRETRAIN_REQUIRE_SHARED(ids, c.ids);
   PRETRAIN_REQUIRE_SHARED(vocab, "vocab/bert-base-uncased-vocab.txt");
   PRETRAIN_REQUIRE_SHARED(golden, c.hdf5);
-  InMemoryCorpus corpus = corpus_from(read_lines(text), read_lines(ids), c.presplit);
+  InMemoryCorpus corpus = corpus_from(read_sentences(text), read_lines(ids), c.presplit);
   EXPECT_EQ(corpus.documents.size(), c.documents);
   auto instances = create_training_instances_python(corpus, golden_options(), uncased_vocab(vocab), 2, 12345);
   EXPECT_EQ(instances.size(), c.instances);

@@ -1,11 +1,13 @@
-// The document reader of make-pretraining-shards: Google's text format read as Python reads it
-// (universal newlines, str.strip(), a document continuing into the next file), and the token store.
+// The document reader of make-pretraining-shards: Google's text format split into documents as
+// Python splits it (blank lines, a document continuing into the next file; the line reading itself
+// is tests/formats/sentence_text_test.cpp), and the token store.
 #include "datagen/shards/text_documents.h"
 
 #include <gtest/gtest.h>
 
 #include "common/error.h"
 #include "common/file.h"
+#include "compress_util.h"
 #include "datagen/shards/token_store.h"
 #include "test_util.h"
 
@@ -21,16 +23,6 @@ std::vector<std::vector<std::string>> read_all(const std::vector<std::string>& i
     docs.push_back(d.sentences);
   }
   return docs;
-}
-
-TEST(PythonStrip, StripsWhatStrStripStrips) {
-  EXPECT_EQ(python_strip("  a b \t\n"), "a b");
-  EXPECT_EQ(python_strip("\xE3\x80\x80x\xC2\xA0"), "x");       // U+3000, U+00A0
-  EXPECT_EQ(python_strip("\xE2\x80\x8Bx"), "\xE2\x80\x8Bx");   // U+200B is not white space to Python
-  EXPECT_EQ(python_strip("\xEF\xBB\xBFx"), "\xEF\xBB\xBFx");   // nor is the BOM
-  EXPECT_EQ(python_strip("\x1C\x1Fx\xC2\x85"), "x");           // file/unit separators, U+0085 (NEL)
-  EXPECT_EQ(python_strip("   "), "");
-  EXPECT_EQ(python_strip(""), "");
 }
 
 TEST(TextDocuments, UniversalNewlinesAndBlankLinesSplitDocuments) {
@@ -56,13 +48,25 @@ TEST(TextDocuments, ADocumentRunsOnIntoTheNextFileWithoutABlankLine) {
   EXPECT_EQ(docs[1], (std::vector<std::string>{"y1"}));
 }
 
-TEST(TextDocuments, InvalidUtf8IsReplacedNotFatal) {
+TEST(TextDocuments, CompressedSentenceTextIsSentenceTextToo) {
+  // *.txt.gz / .zst / .bz2 are the text format, read through formats/compressed_input.h, and a
+  // document runs on from a compressed file into a plain one.
   testing::TempDir dir;
-  const std::string f = path_join(dir.path(), "bad.txt");
-  write_file_atomic(f, "ok \xFF\xFE end\n");
-  auto docs = read_all({f});
-  ASSERT_EQ(docs.size(), 1u);
-  EXPECT_EQ(docs[0][0], "ok \xEF\xBF\xBD\xEF\xBF\xBD end");
+  const std::string a = path_join(dir.path(), "a.txt.gz"), b = path_join(dir.path(), "b.txt.zst"),
+                    c = path_join(dir.path(), "c.txt.bz2"), d = path_join(dir.path(), "d.txt");
+  write_file_atomic(a, testing::gzip_member("x1\r\nx2\r\n"));
+  write_file_atomic(b, testing::zstd_frame("x3\n\ny1\n"));
+  write_file_atomic(c, testing::bz2_stream("y2\n\n\xE3\x80\x80\nz1\n"));
+  write_file_atomic(d, "z2");
+  auto docs = read_all({a, b, c, d});
+  ASSERT_EQ(docs.size(), 4u);
+  EXPECT_EQ(docs[0], (std::vector<std::string>{"x1", "x2", "x3"}));
+  EXPECT_EQ(docs[1], (std::vector<std::string>{"y1", "y2"}));
+  EXPECT_EQ(docs[2], (std::vector<std::string>{}));  // the U+3000 line is blank: an empty document
+  EXPECT_EQ(docs[3], (std::vector<std::string>{"z1", "z2"}));
+  TextDocumentReader reader({a, b, c, d});
+  ASSERT_EQ(reader.units().size(), 4u);
+  for (const auto& u : reader.units()) EXPECT_TRUE(u.text_format) << u.path;
 }
 
 TEST(TextDocuments, JsonLinesGiveTextForTheSentenceSplitter) {
