@@ -23,6 +23,8 @@
 namespace pretrain {
 
 using TokenId = int32_t;
+// Vocabulary files with ids past this are refused: a file cannot make us allocate gigabytes.
+constexpr int64_t kMaxTokenId = 1 << 24;
 
 class Tokenizer {
  public:
