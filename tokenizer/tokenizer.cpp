@@ -7,7 +7,6 @@
 #include <tbb/parallel_for.h>
 
 #include "common/error.h"
-#include "common/file.h"
 #include "common/hash.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/sentencepiece.h"

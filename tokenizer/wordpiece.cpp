@@ -113,7 +113,7 @@ class TokenTable {
 
 // What WordPiece takes of HF's added-token flags: single_word, and lstrip/rstrip ignored. Those
 // only move whitespace between a match and the text beside it, and BertPreTokenizer drops
-// whitespace (the same White_Space set HF strips), so the ids are the same either way.
+// whitespace, so the ids are the same either way.
 constexpr AddedTokenFlags kWordPieceAddedFlags{.single_word = true, .ignore_strip = true};
 
 struct WordPieceConfig {
