@@ -88,10 +88,8 @@ void add_vocab(BpeSpec& spec, const std::vector<std::pair<std::string, TokenId>>
 // The single-byte tokens and the merge table, once the vocabulary is read.
 void start_merges(BpeSpec& spec, const Where& where) {
   std::array<TokenId, 256> byte_ids{};
-  const auto& alphabet = gpt2::bytes_to_unicode();
   for (int b = 0; b < 256; ++b) {
-    std::string spelling;
-    append_utf8(alphabet[b], spelling);
+    const std::string spelling = gpt2::byte_token(static_cast<uint8_t>(b));
     auto it = spec.vocab.find(spelling);
     if (it == spec.vocab.end())
       throw Error(where, cat("the vocabulary lacks the token \"", spelling, "\" for byte ", b,

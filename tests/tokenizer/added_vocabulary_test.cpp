@@ -6,15 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
-#include <functional>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "test_util.h"
 
 namespace pretrain {
 namespace {
+
+using testing::error_message;
 
 // A split as pieces: plain text as itself, an added token as "#<id>".
 using Pieces = std::vector<std::string>;
@@ -39,15 +41,6 @@ AddedToken token(std::string content, TokenId id, bool single_word = false) {
 
 AddedVocabulary vocab(std::vector<AddedToken> tokens) {
   return AddedVocabulary(std::move(tokens), {.single_word = true}, "test");
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // ---- Splitting ------------------------------------------------------------------------------
@@ -172,7 +165,7 @@ TEST(AddedVocabulary, MatchesTheReferenceOnRandomText) {
 
 TEST(AddedVocabulary, RefusesFlagsTheModelDoesNotTake) {
   std::vector<AddedToken> single{token("<s>", 1), token("<w>", 2, true)};
-  std::string e = error_of([&] { AddedVocabulary(single, {}, "tok.json"); });
+  std::string e = error_message([&] { AddedVocabulary(single, {}, "tok.json"); });
   EXPECT_NE(e.find("tok.json: record 1"), std::string::npos) << e;
   EXPECT_NE(e.find("added_tokens[1]"), std::string::npos) << e;
   EXPECT_NE(e.find("single_word"), std::string::npos) << e;
@@ -180,7 +173,7 @@ TEST(AddedVocabulary, RefusesFlagsTheModelDoesNotTake) {
 
   std::vector<AddedToken> strip{token("<s>", 1)};
   strip[0].lstrip = true;
-  e = error_of([&] { AddedVocabulary(strip, {.single_word = true}, "tok.json"); });
+  e = error_message([&] { AddedVocabulary(strip, {.single_word = true}, "tok.json"); });
   EXPECT_NE(e.find("added_tokens[0]"), std::string::npos) << e;
   EXPECT_NE(e.find("lstrip"), std::string::npos) << e;
   AddedVocabulary ignored(strip, {.ignore_strip = true}, "tok.json");
@@ -209,7 +202,7 @@ TEST(ReadAddedTokens, ReadsEveryFieldInFileOrder) {
 
 TEST(ReadAddedTokens, ErrorsNameTheSourceAndTheEntry) {
   auto error = [](const std::string& json) {
-    return error_of([&] { read_added_tokens(nlohmann::json::parse(json), "tok.json"); });
+    return error_message([&] { read_added_tokens(nlohmann::json::parse(json), "tok.json"); });
   };
   const std::string good = R"({"id": 1, "content": "<s>"})";
   struct Case {

@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "common/utf8.h"
 #include "test_util.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/gpt2_pretokenize.h"
@@ -21,20 +20,12 @@ namespace pretrain {
 namespace {
 
 using testing::TempDir;
+using testing::error_message;
 
 std::string write(const TempDir& dir, const std::string& name, const std::string& text) {
   std::string path = dir.file(name);
   std::ofstream(path, std::ios::binary) << text;
   return path;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // A WordPiece tokenizer.json as tokenizers writes BERT's, small.
@@ -55,12 +46,7 @@ nlohmann::json wordpiece_json() {
 // A byte-level BPE tokenizer.json as tokenizers writes GPT-2's: all 256 byte tokens, two merges.
 nlohmann::json bpe_json() {
   nlohmann::json vocab = nlohmann::json::object();
-  const auto& alphabet = gpt2::bytes_to_unicode();
-  for (int b = 0; b < 256; ++b) {
-    std::string s;
-    append_utf8(alphabet[b], s);
-    vocab[s] = b;
-  }
+  for (int b = 0; b < 256; ++b) vocab[gpt2::byte_token(static_cast<uint8_t>(b))] = b;
   vocab["he"] = 256;
   vocab["hel"] = 257;
   vocab["<|endoftext|>"] = 258;
@@ -137,10 +123,10 @@ TEST(TokenizerJson, ReadsBpeParts) {
 TEST(TokenizerJson, MalformedJsonNamesTheFileAndOffset) {
   TempDir dir;
   std::string path = write(dir, "tokenizer.json", "{\"model\": {\"type\": \"BPE\",}");
-  std::string e = error_of([&] { read_tokenizer_json(path); });
+  std::string e = error_message([&] { read_tokenizer_json(path); });
   EXPECT_NE(e.find(path + ": byte "), std::string::npos) << e;
   EXPECT_NE(e.find("not valid JSON"), std::string::npos) << e;
-  e = error_of([&] { read_tokenizer_json(dir.file("missing.json")); });
+  e = error_message([&] { read_tokenizer_json(dir.file("missing.json")); });
   EXPECT_NE(e.find("missing.json"), std::string::npos) << e;
 }
 
@@ -174,7 +160,7 @@ TEST(TokenizerJson, MissingAndMistypedFieldsNameTheFile) {
     nlohmann::json j = bpe_json();
     c.edit(j);
     std::string path = write(dir, "tokenizer.json", j.dump());
-    std::string e = error_of([&] { read_tokenizer_json(path); });
+    std::string e = error_message([&] { read_tokenizer_json(path); });
     EXPECT_NE(e.find(path), std::string::npos) << e;
     EXPECT_NE(e.find(c.expect), std::string::npos) << "expected \"" << c.expect << "\" in: " << e;
   }
@@ -186,7 +172,7 @@ TEST(TokenizerJson, BadEntriesNameTheEntry) {
     nlohmann::json j = bpe_json();
     edit(j);
     std::string path = write(dir, "tok.json", j.dump());
-    return std::make_pair(path, error_of([&] { read_tokenizer_json(path); }));
+    return std::make_pair(path, error_message([&] { read_tokenizer_json(path); }));
   };
   auto [path, e] = error([](nlohmann::json& j) { j["model"]["merges"].push_back("a b c"); });
   EXPECT_NE(e.find(path + ": record 2"), std::string::npos) << e;
@@ -206,7 +192,7 @@ TEST(TokenizerJson, BpeRefusesStripAndSingleWord) {
   for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
     nlohmann::json j = bpe_json();
     j["added_tokens"].push_back({{"id", 259}, {"content", "<x>"}, {flag, true}});
-    std::string e = error_of([&] { make_bpe_tokenizer_from_hf(j, "gpt.json", {}); });
+    std::string e = error_message([&] { make_bpe_tokenizer_from_hf(j, "gpt.json", {}); });
     EXPECT_NE(e.find("gpt.json: record 1"), std::string::npos) << e;
     EXPECT_NE(e.find("added_tokens[1]"), std::string::npos) << e;
     EXPECT_NE(e.find(flag == std::string("single_word") ? "single_word" : "lstrip and rstrip"), std::string::npos) << e;
@@ -216,18 +202,18 @@ TEST(TokenizerJson, BpeRefusesStripAndSingleWord) {
 TEST(TokenizerJson, ModelsRefuseOtherPipelines) {
   nlohmann::json wp = wordpiece_json();
   wp["pre_tokenizer"] = {{"type", "Whitespace"}};
-  std::string e = error_of([&] { make_wordpiece_tokenizer_from_hf(wp, "wp.json", {}); });
+  std::string e = error_message([&] { make_wordpiece_tokenizer_from_hf(wp, "wp.json", {}); });
   EXPECT_NE(e.find("wp.json"), std::string::npos) << e;
   EXPECT_NE(e.find("BertPreTokenizer"), std::string::npos) << e;
   nlohmann::json bpe = bpe_json();
   bpe["normalizer"] = {{"type", "NFC"}};
-  e = error_of([&] { make_bpe_tokenizer_from_hf(bpe, "gpt.json", {}); });
+  e = error_message([&] { make_bpe_tokenizer_from_hf(bpe, "gpt.json", {}); });
   EXPECT_NE(e.find("gpt.json"), std::string::npos) << e;
   EXPECT_NE(e.find("normalizer"), std::string::npos) << e;
   // Each model refuses the other's file.
-  e = error_of([&] { make_bpe_tokenizer_from_hf(wordpiece_json(), "wp.json", {}); });
+  e = error_message([&] { make_bpe_tokenizer_from_hf(wordpiece_json(), "wp.json", {}); });
   EXPECT_NE(e.find("expected a BPE model"), std::string::npos) << e;
-  e = error_of([&] { make_wordpiece_tokenizer_from_hf(bpe_json(), "gpt.json", {}); });
+  e = error_message([&] { make_wordpiece_tokenizer_from_hf(bpe_json(), "gpt.json", {}); });
   EXPECT_NE(e.find("expected a WordPiece model"), std::string::npos) << e;
 }
 
