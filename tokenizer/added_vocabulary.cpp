@@ -15,7 +15,8 @@ namespace {
 bool read_flag(const nlohmann::json& entry, const char* key, const Where& where, size_t i) {
   auto it = entry.find(key);
   if (it == entry.end()) return false;
-  if (!it->is_boolean()) throw Error(where, cat("added_tokens[", i, "].", key, ": expected true or false, found ", it->dump()));
+  if (!it->is_boolean())
+    throw Error(where, cat("added_tokens[", i, "].", key, ": expected true or false, found ", it->dump()));
   return it->get<bool>();
 }
 

@@ -34,7 +34,8 @@ template <typename T>
 std::optional<T> optional_field(const nlohmann::json& object, const char* key, const char* parent, const Where& where) {
   auto it = object.find(key);
   if (it == object.end() || it->is_null()) return std::nullopt;
-  if (!holds<T>(*it)) throw Error(where, cat(parent, ".", key, ": expected ", json_type_name<T>(), ", found ", it->dump()));
+  if (!holds<T>(*it))
+    throw Error(where, cat(parent, ".", key, ": expected ", json_type_name<T>(), ", found ", it->dump()));
   return it->template get<T>();
 }
 
@@ -78,9 +79,10 @@ std::optional<TokenizerJson::PreTokenizer> read_pre_tokenizer(const nlohmann::js
   if (!it->is_object()) throw Error(where, cat("pre_tokenizer: expected an object or null, found ", it->dump()));
   const nlohmann::json* pre = &*it;
   // A Sequence of one step splits as that step does (tokenizers writes GPT-2's ByteLevel so).
-  if (optional_field<std::string>(*pre, "type", "pre_tokenizer", where) == "Sequence" && pre->contains("pretokenizers") && (*pre)["pretokenizers"].is_array() &&
-      (*pre)["pretokenizers"].size() == 1 && (*pre)["pretokenizers"][0].is_object())
-    pre = &(*pre)["pretokenizers"][0];
+  if (optional_field<std::string>(*pre, "type", "pre_tokenizer", where) == "Sequence") {
+    auto steps = pre->find("pretokenizers");
+    if (steps != pre->end() && steps->is_array() && steps->size() == 1 && (*steps)[0].is_object()) pre = &(*steps)[0];
+  }
   TokenizerJson::PreTokenizer p;
   p.type = optional_field<std::string>(*pre, "type", "pre_tokenizer", where).value_or("");
   p.add_prefix_space = optional_field<bool>(*pre, "add_prefix_space", "pre_tokenizer", where).value_or(false);
@@ -99,7 +101,8 @@ TokenizerJson read_parts(const nlohmann::json& j, const std::string& source) {
   if (out.model_type != "WordPiece" && out.model_type != "BPE")
     throw Error(where, cat("expected a WordPiece or BPE model in tokenizer.json, found \"", out.model_type, "\""));
 
-  if (!model.contains("vocab") || !model["vocab"].is_object()) throw Error(where, "model.vocab must be an object of token → id");
+  if (!model.contains("vocab") || !model["vocab"].is_object())
+    throw Error(where, "model.vocab must be an object of token → id");
   out.vocab = read_vocab_object(model["vocab"], where);
   if (out.model_type == "BPE") {
     if (!model.contains("merges") || !model["merges"].is_array()) throw Error(where, "model.merges must be an array");
@@ -118,7 +121,8 @@ TokenizerJson read_parts(const nlohmann::json& j, const std::string& source) {
 
   out.normalizer = read_normalizer(j, where);
   out.pre_tokenizer = read_pre_tokenizer(j, where);
-  if (j.contains("added_tokens") && !j["added_tokens"].is_null()) out.added_tokens = read_added_tokens(j["added_tokens"], source);
+  if (j.contains("added_tokens") && !j["added_tokens"].is_null())
+    out.added_tokens = read_added_tokens(j["added_tokens"], source);
   return out;
 }
 

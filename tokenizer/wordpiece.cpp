@@ -434,8 +434,8 @@ std::unique_ptr<Tokenizer> make_wordpiece_tokenizer_from_hf(const TokenizerJson&
   return std::make_unique<WordPieceTokenizer>(std::move(config));
 }
 
-std::unique_ptr<Tokenizer> make_wordpiece_tokenizer_from_hf(const nlohmann::json& tokenizer_json, const std::string& source,
-                                                            const TokenizerOptions& options) {
+std::unique_ptr<Tokenizer> make_wordpiece_tokenizer_from_hf(const nlohmann::json& tokenizer_json,
+                                                            const std::string& source, const TokenizerOptions& options) {
   return make_wordpiece_tokenizer_from_hf(parse_tokenizer_json(tokenizer_json, source), options);
 }
 

@@ -122,7 +122,9 @@ TEST(AddedVocabulary, ManyTokens) {
 // passes single_word; the first listed among equals) on random text over a tiny alphabet, where
 // tokens overlap, nest and repeat all the time.
 Pieces reference_split(const std::vector<AddedToken>& tokens, std::string_view text) {
-  auto word = [&](size_t i) { return i < text.size() && (isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_'); };
+  auto word = [&](size_t i) {
+    return i < text.size() && (isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_');
+  };
   Pieces out;
   std::string plain;
   for (size_t i = 0; i < text.size();) {
