@@ -8,7 +8,21 @@
 #include <random>
 #include <string>
 
+#include "common/error.h"
+
 namespace pretrain::testing {
+
+// What the pretrain::Error that f() throws says, or "(no error)": for tests that check a message
+// names the file and the entry.
+template <typename F>
+std::string error_message(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
 
 // ../shared/data, or $PRETRAIN_SHARED_DATA; empty when it does not exist.
 inline std::string shared_data_dir() {

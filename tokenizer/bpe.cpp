@@ -2,14 +2,14 @@
 //
 //   normalizer      none
 //   added tokens    "<|endoftext|>" (and a tokenizer.json's added tokens) are cut out of the text
-//                   first and kept whole, as HF does (tiktoken: allowed_special="all")
+//                   first and kept whole (added_vocabulary.h; tiktoken: allowed_special="all")
 //   pre-tokenizer   GPT-2's pattern as a scanner (gpt2_pretokenize.h), each piece's bytes spelled
 //                   in the byte alphabet
 //   model           merges by rank (bpe_merges.h), behind two word tables (bpe_word_table.h)
 //   post-processor  adds nothing
 //
-// Loading reads encoder.json/vocab.json + vocab.bpe/merges.txt, or an HF tokenizer.json; any
-// malformed entry is an Error naming the file and line (or the JSON entry).
+// Loading reads encoder.json/vocab.json + vocab.bpe/merges.txt, or an HF tokenizer.json
+// (tokenizer_json.h); any malformed entry is an Error naming the file and line (or the JSON entry).
 #include "tokenizer/bpe.h"
 
 #include <algorithm>
@@ -23,24 +23,22 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/utf8.h"
+#include "tokenizer/added_vocabulary.h"
 #include "tokenizer/bpe_merges.h"
 #include "tokenizer/bpe_word_table.h"
 #include "tokenizer/gpt2_pretokenize.h"
+#include "tokenizer/tokenizer_json.h"
 
 namespace pretrain {
 namespace {
 
-// Ids past this are refused: a vocabulary file cannot make us allocate gigabytes.
-constexpr int64_t kMaxTokenId = 1 << 24;
 // Words longer than this are merged every time instead of cached (rare, and they would crowd out
 // the short ones).
 constexpr size_t kMaxCachedWordBytes = 128;
 
-struct AddedToken {
-  std::string content;
-  TokenId id;
-  bool special;
-};
+// HF's lstrip/rstrip would move whitespace into or out of the byte-level tokens ("Ġthe") and
+// single_word is not checked against HF here: a token asking for any of them is refused.
+constexpr AddedTokenFlags kBpeAddedFlags{};
 
 // What a loader hands over: the vocabulary (id → spelling in the byte alphabet), the merges, the
 // added tokens and the ByteLevel options.
@@ -49,7 +47,7 @@ struct BpeSpec {
   std::vector<std::string> tokens;  // "" for ids the vocabulary skips
   std::unordered_map<std::string, TokenId> vocab;
   std::unique_ptr<BpeMerges> merges;
-  std::vector<AddedToken> added;
+  AddedVocabulary added;
   bool add_prefix_space = false;
   bool ignore_merges = false;  // HF's option: a word that is a vocabulary entry is that entry
 };
@@ -75,27 +73,23 @@ std::string spelling_to_bytes(std::string_view spelling, bool* in_alphabet = nul
   return bytes;
 }
 
-// Adds vocabulary entry token → id, refusing what HF would not load.
-void add_vocab_entry(BpeSpec& spec, const std::string& token, const nlohmann::json& value, const Where& where) {
-  if (!value.is_number_integer())
-    throw Error(where, cat("the id of token \"", token, "\" is not an integer: ", value.dump()));
-  int64_t id = value.get<int64_t>();
-  if (id < 0 || id >= kMaxTokenId)
-    throw Error(where, cat("the id of token \"", token, "\" is out of range: ", id));
-  if (static_cast<size_t>(id) >= spec.tokens.size()) spec.tokens.resize(id + 1);
-  if (!spec.tokens[id].empty())
-    throw Error(where, cat("id ", id, " is given to both \"", spec.tokens[id], "\" and \"", token, "\""));
-  spec.tokens[id] = token;
-  spec.vocab[token] = static_cast<TokenId>(id);
+// The vocabulary (read_vocab_object's checked entries), refusing an id given twice.
+void add_vocab(BpeSpec& spec, const std::vector<std::pair<std::string, TokenId>>& entries, const Where& where) {
+  spec.vocab.reserve(entries.size());
+  for (const auto& [token, id] : entries) {
+    if (static_cast<size_t>(id) >= spec.tokens.size()) spec.tokens.resize(static_cast<size_t>(id) + 1);
+    if (!spec.tokens[id].empty())
+      throw Error(where, cat("id ", id, " is given to both \"", spec.tokens[id], "\" and \"", token, "\""));
+    spec.tokens[id] = token;
+    spec.vocab[token] = id;
+  }
 }
 
 // The single-byte tokens and the merge table, once the vocabulary is read.
 void start_merges(BpeSpec& spec, const Where& where) {
   std::array<TokenId, 256> byte_ids{};
-  const auto& alphabet = gpt2::bytes_to_unicode();
   for (int b = 0; b < 256; ++b) {
-    std::string spelling;
-    append_utf8(alphabet[b], spelling);
+    const std::string spelling = gpt2::byte_token(static_cast<uint8_t>(b));
     auto it = spec.vocab.find(spelling);
     if (it == spec.vocab.end())
       throw Error(where, cat("the vocabulary lacks the token \"", spelling, "\" for byte ", b,
@@ -145,11 +139,11 @@ class BpeTokenizer final : public Tokenizer {
         whole_words_(SIZE_MAX) {
     merges_->finish();
     vocab_size_ = static_cast<int64_t>(tokens_.size());
-    for (const auto& a : added_) vocab_size_ = std::max<int64_t>(vocab_size_, int64_t{a.id} + 1);
+    for (const auto& a : added_.tokens()) vocab_size_ = std::max<int64_t>(vocab_size_, int64_t{a.id} + 1);
     id_bytes_.resize(static_cast<size_t>(vocab_size_));
     for (size_t id = 0; id < tokens_.size(); ++id) id_bytes_[id] = spelling_to_bytes(tokens_[id]);
     is_added_.assign(static_cast<size_t>(vocab_size_), 0);
-    for (const auto& a : added_) {
+    for (const auto& a : added_.tokens()) {
       id_bytes_[a.id] = a.content;
       is_added_[a.id] = a.special ? 2 : 1;
       if (a.content == "<|endoftext|>") special_ids_["eod"] = a.id;
@@ -166,7 +160,7 @@ class BpeTokenizer final : public Tokenizer {
       text = repaired;
     }
     WordTable* cache = cache_words_ ? &thread_cache() : nullptr;
-    split_added_tokens(text, [&](std::string_view segment, const AddedToken* added) {
+    added_.split(text, [&](std::string_view segment, const AddedToken* added) {
       if (added)
         ids.push_back(added->id);
       else
@@ -188,8 +182,7 @@ class BpeTokenizer final : public Tokenizer {
   }
 
   std::optional<TokenId> token_to_id(std::string_view token) const override {
-    for (const auto& a : added_)
-      if (a.content == token) return a.id;
+    if (const AddedToken* a = added_.find(token)) return a->id;
     auto it = vocab_.find(std::string(token));
     if (it == vocab_.end()) return std::nullopt;
     return it->second;
@@ -217,45 +210,6 @@ class BpeTokenizer final : public Tokenizer {
   void check_id(TokenId id) const {
     if (id < 0 || id >= vocab_size_)
       throw UsageError(Where{source_}, cat("token id ", id, " is outside the vocabulary (size ", vocab_size_, ")"));
-  }
-
-  // Added tokens: calls f(segment, nullptr) for the text between them and f({}, &token) for each
-  // occurrence, leftmost first, the longest where two start at the same byte.
-  template <typename F>
-  void split_added_tokens(std::string_view text, F&& f) const {
-    if (added_.empty()) {
-      f(text, nullptr);
-      return;
-    }
-    // next[k]: where added token k occurs next at or after pos (found again only once passed), so
-    // the text is scanned about once per added token, however many occurrences it has.
-    constexpr size_t kNotFound = std::string_view::npos;
-    size_t next_small[4];
-    std::vector<size_t> next_large;
-    size_t* next = next_small;
-    if (added_.size() > std::size(next_small)) {
-      next_large.resize(added_.size());
-      next = next_large.data();
-    }
-    for (size_t k = 0; k < added_.size(); ++k) next[k] = text.find(added_[k].content);
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t best = kNotFound;
-      const AddedToken* best_token = nullptr;
-      for (size_t k = 0; k < added_.size(); ++k) {
-        if (next[k] < pos) next[k] = text.find(added_[k].content, pos);
-        size_t at = next[k];
-        if (at < best || (at == best && at != kNotFound && added_[k].content.size() > best_token->content.size())) {
-          best = at;
-          best_token = &added_[k];
-        }
-      }
-      if (best == kNotFound) break;
-      if (best > pos) f(text.substr(pos, best - pos), nullptr);
-      f(std::string_view(), best_token);
-      pos = best + best_token->content.size();
-    }
-    if (pos < text.size()) f(text.substr(pos), nullptr);
   }
 
   // Pre-tokenizer then model, for text with no added tokens in it.
@@ -333,7 +287,7 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, TokenId> vocab_;
   std::unique_ptr<BpeMerges> merges_;
-  std::vector<AddedToken> added_;
+  AddedVocabulary added_;
   bool add_prefix_space_;
   bool ignore_merges_;
   size_t cache_words_;
@@ -367,8 +321,7 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(const std::string& vocab_path, con
                   cat("not valid JSON: ", e.what()));
     }
     if (!j.is_object()) throw Error(Where::at_line(vocab_path, 1), "expected a JSON object of token → id");
-    spec.vocab.reserve(j.size());
-    for (const auto& [token, value] : j.items()) add_vocab_entry(spec, token, value, Where{vocab_path});
+    add_vocab(spec, read_vocab_object(j, Where{vocab_path}), Where{vocab_path});
     start_merges(spec, Where{vocab_path});
   }
   std::ifstream in(merges_path, std::ios::binary);
@@ -394,84 +347,46 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(const std::string& vocab_path, con
     add_merge(spec, std::string_view(line).substr(0, space), std::string_view(line).substr(space + 1), where);
   }
   if (in.bad()) throw Error(Where{merges_path}, "read error");
+  std::vector<AddedToken> added;
   if (auto it = spec.vocab.find("<|endoftext|>"); it != spec.vocab.end())
-    spec.added.push_back({"<|endoftext|>", it->second, true});
+    added.push_back({.content = "<|endoftext|>", .id = it->second, .special = true});
+  spec.added = AddedVocabulary(std::move(added), kBpeAddedFlags, spec.source);
   return std::make_unique<BpeTokenizer>(std::move(spec), options);
 }
 
 // ---------------------------------------------------------------------------------------------
 // HF tokenizer.json
 
-std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_hf(const nlohmann::json& j, const std::string& source,
-                                                      const TokenizerOptions& options) {
-  auto fail = [&](const std::string& what) { throw Error(Where{source}, what); };
+std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_hf(const TokenizerJson& j, const TokenizerOptions& options) {
+  auto fail = [&](const std::string& what) { throw Error(Where{j.source}, what); };
+  if (j.model_type != "BPE") fail(cat("expected a BPE model in tokenizer.json, found \"", j.model_type, "\""));
   BpeSpec spec;
-  spec.source = source;
-  const nlohmann::json& model = j.at("model");
+  spec.source = j.source;
 
   // Normalizer: none (GPT-2 has none; another would change the text before the pattern).
-  if (j.contains("normalizer") && !j["normalizer"].is_null())
-    fail("a byte-level BPE tokenizer.json with a normalizer is not supported (GPT-2's has none)");
-  // Pre-tokenizer: ByteLevel, alone or as the only step of a Sequence.
-  const nlohmann::json* pre = j.contains("pre_tokenizer") ? &j["pre_tokenizer"] : nullptr;
-  if (pre && pre->is_object() && pre->value("type", "") == "Sequence" && pre->contains("pretokenizers") &&
-      (*pre)["pretokenizers"].is_array() && (*pre)["pretokenizers"].size() == 1)
-    pre = &(*pre)["pretokenizers"][0];
-  if (!pre || !pre->is_object() || pre->value("type", "") != "ByteLevel")
+  if (j.normalizer) fail("a byte-level BPE tokenizer.json with a normalizer is not supported (GPT-2's has none)");
+  // Pre-tokenizer: ByteLevel (the reader takes it out of a one-step Sequence).
+  if (!j.pre_tokenizer || j.pre_tokenizer->type != "ByteLevel")
     fail("expected a ByteLevel pre-tokenizer in tokenizer.json (GPT-2 style byte-level BPE)");
-  if (!pre->value("use_regex", true)) fail("ByteLevel with use_regex=false is not supported");
-  spec.add_prefix_space = pre->value("add_prefix_space", false);
+  if (!j.pre_tokenizer->use_regex) fail("ByteLevel with use_regex=false is not supported");
+  spec.add_prefix_space = j.pre_tokenizer->add_prefix_space;
 
-  auto non_empty_string = [&](const char* key) {
-    return model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty();
-  };
-  if (non_empty_string("continuing_subword_prefix") || non_empty_string("end_of_word_suffix"))
+  if (!j.continuing_subword_prefix.value_or("").empty() || !j.end_of_word_suffix.value_or("").empty())
     fail("BPE with continuing_subword_prefix or end_of_word_suffix is not byte-level GPT-2 BPE");
-  if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() > 0)
-    fail("BPE dropout is a training-time option; it is not supported here");
-  spec.ignore_merges = model.value("ignore_merges", false);
+  if (j.dropout > 0) fail("BPE dropout is a training-time option; it is not supported here");
+  spec.ignore_merges = j.ignore_merges;
 
-  if (!model.contains("vocab") || !model["vocab"].is_object()) fail("model.vocab must be an object of token → id");
-  for (const auto& [token, value] : model["vocab"].items())
-    add_vocab_entry(spec, token, value, Where{source});
-  start_merges(spec, Where{source});
-
-  if (!model.contains("merges") || !model["merges"].is_array()) fail("model.merges must be an array");
-  const auto& merges = model["merges"];
-  for (size_t i = 0; i < merges.size(); ++i) {
-    Where where = Where::at_record(source, static_cast<int64_t>(i));
-    const auto& m = merges[i];
-    if (m.is_string()) {  // "left right" (tokenizers < 0.20)
-      const std::string& s = m.get_ref<const std::string&>();
-      size_t space = s.find(' ');
-      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
-        throw Error(where, cat("merges[", i, "]: expected \"left right\", found \"", s, "\""));
-      add_merge(spec, std::string_view(s).substr(0, space), std::string_view(s).substr(space + 1), where);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["left", "right"]
-      add_merge(spec, m[0].get_ref<const std::string&>(), m[1].get_ref<const std::string&>(), where);
-    } else {
-      throw Error(where, cat("merges[", i, "]: expected \"left right\" or [\"left\", \"right\"], found ", m.dump()));
-    }
-  }
-
-  if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
-    const auto& added = j["added_tokens"];
-    for (size_t i = 0; i < added.size(); ++i) {
-      const auto& a = added[i];
-      Where where = Where::at_record(source, static_cast<int64_t>(i));
-      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
-          !a["content"].is_string() || a["content"].get<std::string>().empty())
-        throw Error(where, cat("added_tokens[", i, "]: expected {\"id\": int, \"content\": non-empty string, ...}"));
-      if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false))
-        throw Error(where, cat("added_tokens[", i, "]: lstrip, rstrip and single_word are not supported"));
-      int64_t id = a["id"].get<int64_t>();
-      if (id < 0 || id >= kMaxTokenId) throw Error(where, cat("added_tokens[", i, "]: id ", id, " out of range"));
-      std::string content = a["content"].get<std::string>();
-      repair_utf8(content);
-      spec.added.push_back({content, static_cast<TokenId>(id), a.value("special", false)});
-    }
-  }
+  add_vocab(spec, j.vocab, Where{j.source});
+  start_merges(spec, Where{j.source});
+  for (size_t i = 0; i < j.merges.size(); ++i)
+    add_merge(spec, j.merges[i].first, j.merges[i].second, Where::at_record(j.source, static_cast<int64_t>(i)));
+  spec.added = AddedVocabulary(j.added_tokens, kBpeAddedFlags, j.source);
   return std::make_unique<BpeTokenizer>(std::move(spec), options);
+}
+
+std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_hf(const nlohmann::json& tokenizer_json, const std::string& source,
+                                                      const TokenizerOptions& options) {
+  return make_bpe_tokenizer_from_hf(parse_tokenizer_json(tokenizer_json, source), options);
 }
 
 std::vector<TokenId> bpe_merge_word(const Tokenizer& tokenizer, std::string_view word, BpeMergeAlgorithm algorithm) {

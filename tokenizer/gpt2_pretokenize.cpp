@@ -5,6 +5,8 @@
 
 #include <vector>
 
+#include "common/utf8.h"
+
 namespace pretrain::gpt2 {
 namespace {
 
@@ -69,6 +71,12 @@ int unicode_to_byte(char32_t c) {
     return inv;
   }();
   return c < inverse.size() ? inverse[c] : -1;
+}
+
+std::string byte_token(uint8_t byte) {
+  std::string token;
+  append_utf8(bytes_to_unicode()[byte], token);
+  return token;
 }
 
 }  // namespace pretrain::gpt2

@@ -29,6 +29,8 @@ CharClass char_class(char32_t c);
 const std::array<char32_t, 256>& bytes_to_unicode();
 // The inverse: code point → byte, or -1 for code points outside the byte alphabet.
 int unicode_to_byte(char32_t c);
+// The vocabulary's spelling of one byte: its character in UTF-8 ("Ġ" for the space).
+std::string byte_token(uint8_t byte);
 
 namespace detail {
 struct CodePoint {

@@ -4,14 +4,13 @@
 #include <algorithm>
 #include <filesystem>
 
-#include <nlohmann/json.hpp>
 #include <tbb/parallel_for.h>
 
 #include "common/error.h"
-#include "common/file.h"
 #include "common/hash.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/sentencepiece.h"
+#include "tokenizer/tokenizer_json.h"
 #include "tokenizer/wordpiece.h"
 
 namespace pretrain {
@@ -107,19 +106,11 @@ std::string hash_files(const std::vector<std::string>& files) {
   return files.size() == 1 ? joined : hex64(xxh3_bytes(joined.data(), joined.size()));
 }
 
+// HF's tokenizer.json: the reader refuses models other than WordPiece and BPE.
 std::unique_ptr<Tokenizer> load_hf_json(const std::string& path, const TokenizerOptions& options) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(Where::at_offset(path, static_cast<int64_t>(e.byte)), cat("not valid JSON: ", e.what()));
-  }
-  if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
-    throw Error(Where{path}, "expected an HF tokenizer.json (an object with a \"model\" object)");
-  std::string type = j["model"].value("type", "");
-  if (type == "WordPiece") return make_wordpiece_tokenizer_from_hf(j, path, options);
-  if (type == "BPE") return make_bpe_tokenizer_from_hf(j, path, options);
-  throw Error(Where{path}, cat("expected a WordPiece or BPE model in tokenizer.json, found \"", type, "\""));
+  TokenizerJson j = read_tokenizer_json(path);
+  if (j.model_type == "WordPiece") return make_wordpiece_tokenizer_from_hf(j, options);
+  return make_bpe_tokenizer_from_hf(j, options);
 }
 
 // Picks the tokenizer file inside a directory, in the documented order.

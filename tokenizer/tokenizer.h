@@ -1,10 +1,14 @@
 // pretrain_tokenizer: one Tokenizer interface over WordPiece (BERT), GPT-2 byte-level BPE and
 // SentencePiece, shaped like HF tokenizers' pipeline:
 //
-//   normalizer → pre-tokenizer → model → post-processor
+//   added tokens → normalizer → pre-tokenizer → model → post-processor
 //
-// Each implementation keeps those four steps as separate, named functions (see wordpiece.h,
-// bpe.h, sentencepiece.h); this header is what users and the other stages see.
+// WordPiece and BPE cut the added tokens out of the raw text with one shared module
+// (added_vocabulary.h) and read HF's tokenizer.json with one reader (tokenizer_json.h); each lays
+// out the other steps in its own .cpp, in that order (WordPiece fuses normalizer and
+// pre-tokenizer into one pass, bert_pre_tokenizer.h). SentencePiece's library runs the whole
+// pipeline itself. This header is what users and the other stages see; wordpiece.h, bpe.h and
+// sentencepiece.h only make tokenizers.
 //
 // Text in is UTF-8; invalid bytes are read as U+FFFD (common/utf8.h), never undefined behaviour.
 // Every const member is thread-safe, so one tokenizer serves all encode_batch workers.
@@ -23,6 +27,9 @@
 namespace pretrain {
 
 using TokenId = int32_t;
+// Ids at or past this in a vocabulary's JSON (encoder.json, tokenizer.json) are refused: a file
+// cannot make us allocate gigabytes.
+constexpr int64_t kMaxTokenId = 1 << 24;
 
 class Tokenizer {
  public:
@@ -31,9 +38,9 @@ class Tokenizer {
   // "wordpiece" | "bpe" | "sentencepiece" (the manifest's TokenizerInfo::kind).
   virtual std::string_view kind() const = 0;
 
-  // Appends the model's ids for text to ids: normalizer, pre-tokenizer and model, no special
-  // tokens added (HF's add_special_tokens=False, spm_encode's default). Special tokens written in
-  // the text ("[MASK]", "<|endoftext|>") are kept whole where the reference does so.
+  // Appends the model's ids for text to ids: added tokens, normalizer, pre-tokenizer and model, no
+  // special tokens added (HF's add_special_tokens=False, spm_encode's default). Added tokens
+  // written in the text ("[MASK]", "<|endoftext|>") are kept whole (WordPiece, BPE).
   virtual void encode_into(std::string_view text, std::vector<TokenId>& ids) const = 0;
 
   // The same tokens as strings, as the vocabulary spells them ("##ing", "Ġthe", "▁the").
@@ -45,8 +52,8 @@ class Tokenizer {
   virtual std::vector<TokenId> post_process(std::span<const TokenId> a,
                                             const std::span<const TokenId>* b = nullptr) const;
 
-  // ids back to text. skip_special_tokens drops the special tokens (HF's default for decode in
-  // our tools; off shows them).
+  // ids back to text. skip_special_tokens drops the special tokens (HF's skip_special_tokens;
+  // off, the default here as in HF and `tokenize --decode`, shows them).
   virtual std::string decode(std::span<const TokenId> ids, bool skip_special_tokens = false) const = 0;
 
   virtual std::optional<TokenId> token_to_id(std::string_view token) const = 0;
@@ -55,8 +62,10 @@ class Tokenizer {
   virtual int64_t vocab_size() const = 0;
 
   // Ids of the special tokens this vocabulary has, by role: "pad", "unk", "cls", "sep", "mask"
-  // (WordPiece), "eod" (GPT-2's <|endoftext|>), "unk", "bos", "eos", "pad" (SentencePiece, where
-  // defined). Roles the vocabulary lacks are absent.
+  // (WordPiece: [PAD], the unk token, [CLS], [SEP], [MASK]), "eod" (BPE: the added token
+  // <|endoftext|>), "unk", "bos", "eos", "pad" (SentencePiece, where defined). Roles the
+  // vocabulary lacks are absent. decode's skip_special_tokens also drops the added tokens a
+  // tokenizer.json marks special, which have no role.
   // A reference to the tokenizer's own map: is_special() and decode loops call it per token.
   virtual const std::map<std::string, TokenId>& special_ids() const = 0;
   bool is_special(TokenId id) const;
@@ -81,12 +90,15 @@ class Tokenizer {
 };
 
 struct TokenizerOptions {
-  // WordPiece. lowercase unset: lowercase iff no vocabulary entry has an uppercase letter
-  // (bert-base-uncased: yes; bert-base-cased: no). strip_accents unset: follow lowercase, as HF.
+  // WordPiece. Set, these override a tokenizer.json's BertNormalizer. lowercase unset: the
+  // tokenizer.json's setting, else lowercase iff no vocabulary entry outside [brackets] or
+  // <angles> has an uppercase letter (bert-base-uncased: yes; bert-base-cased: no).
+  // strip_accents unset: the tokenizer.json's setting, else follow lowercase, as HF.
   std::optional<bool> lowercase;
   std::optional<bool> strip_accents;
-  bool split_cjk = true;                 // spaces around CJK ideographs (tokenize_chinese_chars)
-  int max_input_chars_per_word = 100;    // HF's default; Google's code uses 200
+  bool split_cjk = true;  // spaces around CJK ideographs (tokenize_chinese_chars); false turns it off
+  // HF's default; Google's code uses 200. Left at 100, a tokenizer.json's own value applies.
+  int max_input_chars_per_word = 100;
   // Follow HF's slow (Python) BertTokenizer / Google's tokenization.py where it differs from the
   // fast (Rust) one; the differences are documented in tests/tokenizer/wordpiece_test.cpp.
   bool python_compat = false;
@@ -95,16 +107,17 @@ struct TokenizerOptions {
 };
 
 // Recognises, by name and content:
-//   vocab.txt (any text file, one token per line)       → WordPiece
+//   vocab.txt (any other file, one token per line)      → WordPiece
 //   encoder.json + vocab.bpe, vocab.json + merges.txt    → byte-level BPE (either file may be given;
 //                                                           the other is found beside it, also with
 //                                                           a shared prefix: gpt2-encoder.json +
 //                                                           gpt2-vocab.bpe)
 //   *.model (SentencePiece ModelProto)                   → SentencePiece
-//   tokenizer.json (HF) whose model is WordPiece or BPE  → WordPiece or byte-level BPE
+//   any other *.json: HF tokenizer.json whose model is   → WordPiece or byte-level BPE
+//     WordPiece or BPE (tokenizer_json.h)
 //   a directory                                          → the first of tokenizer.json, vocab.txt,
-//                                                           encoder.json/vocab.json, *.model in it
-// A missing or malformed file is an Error naming the file and line (or byte offset).
+//                                                           encoder.json, vocab.json, *.model in it
+// A missing or malformed file is an Error naming the file and line, byte offset or entry.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const TokenizerOptions& options = {});
 
 }  // namespace pretrain

@@ -5,20 +5,21 @@
 //   BertProcessing post-processor       [CLS] a [SEP] / [CLS] a [SEP] b [SEP]
 //
 // Special tokens written in the text ([CLS], [MASK], …, and a tokenizer.json's added tokens) are
-// cut out of the raw text first and kept whole, as HF's AddedVocabulary does for tokens with
-// normalized=false: "[MASK]" is one token, "[mask]" is not, even when lowercasing.
+// cut out of the raw text first and kept whole (added_vocabulary.h): "[MASK]" is one token,
+// "[mask]" is not, even when lowercasing.
 #include "tokenizer/wordpiece.h"
 
 #include <unicode/uchar.h>
 
 #include <algorithm>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/file.h"
 #include "common/utf8.h"
+#include "tokenizer/added_vocabulary.h"
 #include "tokenizer/bert_pre_tokenizer.h"
+#include "tokenizer/tokenizer_json.h"
 
 namespace pretrain {
 namespace {
@@ -110,16 +111,10 @@ class TokenTable {
   size_t count_ = 0;
 };
 
-// A token kept whole when it appears in the raw text. HF matches tokens with normalized=true in
-// the normalized text instead; BERT's special tokens are all normalized=false, and we match every
-// added token in the raw text (a difference only for normalized=true tokens that normalization
-// would change or create).
-struct AddedToken {
-  std::string content;
-  TokenId id;
-  bool special;
-  bool single_word;
-};
+// What WordPiece takes of HF's added-token flags: single_word, and lstrip/rstrip ignored. Those
+// only move whitespace between a match and the text beside it, and BertPreTokenizer drops
+// whitespace, so the ids are the same either way.
+constexpr AddedTokenFlags kWordPieceAddedFlags{.single_word = true, .ignore_strip = true};
 
 struct WordPieceConfig {
   std::string source;                 // for messages
@@ -128,7 +123,7 @@ struct WordPieceConfig {
   std::string prefix = "##";          // continuing_subword_prefix
   int max_chars = 100;                // max_input_chars_per_word
   BertNormalizerOptions normalizer;
-  std::vector<AddedToken> added;
+  AddedVocabulary added;
 };
 
 // Reused per thread so that encoding allocates nothing once warm.
@@ -164,14 +159,8 @@ class WordPieceTokenizer final : public Tokenizer {
       TokenId id = vocab_.find(name);
       if (id >= 0) special_ids_[role] = id;
     }
-    // Longest first, so that the first match at a position is HF's leftmost-longest one.
-    std::stable_sort(config_.added.begin(), config_.added.end(),
-                     [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
-    for (const AddedToken& a : config_.added) {
-      if (a.content.empty()) continue;
-      added_first_byte_[static_cast<unsigned char>(a.content[0])] = true;
+    for (const AddedToken& a : config_.added.tokens())
       if (a.special) special_set_.push_back(a.id);
-    }
   }
 
   std::string_view kind() const override { return "wordpiece"; }
@@ -184,17 +173,12 @@ class WordPieceTokenizer final : public Tokenizer {
       text = scratch.repaired;
     }
     // Added tokens first, on the raw text; the pieces between go through the pipeline.
-    size_t piece = 0;
-    for (size_t i = 0; i < text.size(); ++i) {
-      if (!added_first_byte_[static_cast<unsigned char>(text[i])]) continue;
-      const AddedToken* match = match_added(text, i);
-      if (!match) continue;
-      encode_plain(text.substr(piece, i - piece), scratch.words, ids);
-      ids.push_back(match->id);
-      i += match->content.size() - 1;
-      piece = i + 1;
-    }
-    encode_plain(text.substr(piece), scratch.words, ids);
+    config_.added.split(text, [&](std::string_view piece, const AddedToken* added) {
+      if (added)
+        ids.push_back(added->id);
+      else
+        encode_plain(piece, scratch.words, ids);
+    });
   }
 
   void tokenize_into(std::string_view text, std::vector<std::string>& tokens) const override {
@@ -246,8 +230,7 @@ class WordPieceTokenizer final : public Tokenizer {
   std::optional<TokenId> token_to_id(std::string_view token) const override {
     TokenId id = vocab_.find(token);
     if (id >= 0) return id;
-    for (const AddedToken& a : config_.added)
-      if (a.content == token) return a.id;
+    if (const AddedToken* a = config_.added.find(token)) return a->id;
     return std::nullopt;
   }
 
@@ -271,31 +254,6 @@ class WordPieceTokenizer final : public Tokenizer {
     for (const auto& [role, s] : special_ids_)
       if (s == id) return true;
     return std::find(special_set_.begin(), special_set_.end(), id) != special_set_.end();
-  }
-
-  // HF's single_word: the match must not touch a word character on either side.
-  static bool is_word_char_before(std::string_view text, size_t i) {
-    if (i == 0) return false;
-    size_t k = i - 1;
-    while (k > 0 && (static_cast<unsigned char>(text[k]) & 0xC0) == 0x80) --k;
-    auto step = decode_utf8(reinterpret_cast<const uint8_t*>(text.data()) + k,
-                            reinterpret_cast<const uint8_t*>(text.data()) + text.size());
-    return u_isalnum(static_cast<UChar32>(step.code_point)) || step.code_point == '_';
-  }
-  static bool is_word_char_at(std::string_view text, size_t i) {
-    if (i >= text.size()) return false;
-    auto step = decode_utf8(reinterpret_cast<const uint8_t*>(text.data()) + i,
-                            reinterpret_cast<const uint8_t*>(text.data()) + text.size());
-    return u_isalnum(static_cast<UChar32>(step.code_point)) || step.code_point == '_';
-  }
-
-  const AddedToken* match_added(std::string_view text, size_t i) const {
-    for (const AddedToken& a : config_.added) {
-      if (a.content.empty() || text.compare(i, a.content.size(), a.content) != 0) continue;
-      if (a.single_word && (is_word_char_before(text, i) || is_word_char_at(text, i + a.content.size()))) continue;
-      return &a;
-    }
-    return nullptr;
   }
 
   void encode_plain(std::string_view text, BertWords& words, std::vector<TokenId>& ids) const {
@@ -369,7 +327,6 @@ class WordPieceTokenizer final : public Tokenizer {
   TokenId unk_id_ = -1;
   std::map<std::string, TokenId> special_ids_;
   std::vector<TokenId> special_set_;  // added tokens marked special
-  bool added_first_byte_[256] = {};
 };
 
 // True when lowercasing would change some entry: a cased vocabulary. Bracketed entries ([UNK],
@@ -424,67 +381,62 @@ std::unique_ptr<Tokenizer> make_wordpiece_tokenizer(const std::string& vocab_pat
     line_start = i + 1;
   }
   config.max_chars = options.max_input_chars_per_word;
+  std::vector<AddedToken> specials;
   for (const char* s : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}) {
     auto it = std::find(config.tokens.rbegin(), config.tokens.rend(), s);  // the id HF's dict keeps
     if (it != config.tokens.rend())
-      config.added.push_back({s, static_cast<TokenId>(config.tokens.rend() - it - 1), true, false});
+      specials.push_back({.content = s, .id = static_cast<TokenId>(config.tokens.rend() - it - 1), .special = true});
   }
+  config.added = AddedVocabulary(std::move(specials), kWordPieceAddedFlags, vocab_path);
   apply_options(config, options, std::nullopt, std::nullopt);
   return std::make_unique<WordPieceTokenizer>(std::move(config));
 }
 
-std::unique_ptr<Tokenizer> make_wordpiece_tokenizer_from_hf(const nlohmann::json& j, const std::string& source,
-                                                            const TokenizerOptions& options) {
+std::unique_ptr<Tokenizer> make_wordpiece_tokenizer_from_hf(const TokenizerJson& j, const TokenizerOptions& options) {
+  const std::string& source = j.source;
+  if (j.model_type != "WordPiece")
+    throw Error(Where{source}, cat("expected a WordPiece model in tokenizer.json, found \"", j.model_type, "\""));
   WordPieceConfig config;
   config.source = source;
-  try {
-    const auto& model = j.at("model");
-    for (const auto& [token, id_json] : model.at("vocab").items()) {
-      auto id = id_json.get<int64_t>();
-      if (id < 0 || id > (1 << 30)) throw Error(Where{source}, cat("vocab id ", id, " of \"", token, "\" is out of range"));
-      if (static_cast<size_t>(id) >= config.tokens.size()) config.tokens.resize(static_cast<size_t>(id) + 1);
-      config.tokens[static_cast<size_t>(id)] = token;
-    }
-    if (config.tokens.empty()) throw Error(Where{source}, "the WordPiece vocab is empty");
-    config.unk_token = model.value("unk_token", "[UNK]");
-    config.prefix = model.value("continuing_subword_prefix", "##");
-    config.max_chars = options.max_input_chars_per_word != 100 ? options.max_input_chars_per_word
-                                                                : model.value("max_input_chars_per_word", 100);
-    std::optional<bool> lowercase, strip_accents;
-    const auto& norm = j.contains("normalizer") ? j["normalizer"] : nlohmann::json();
-    if (norm.is_object()) {
-      if (norm.value("type", "") != "BertNormalizer")
-        throw Error(Where{source}, cat("expected a BertNormalizer for a WordPiece model, found \"",
-                                       norm.value("type", ""), "\""));
-      config.normalizer.clean_text = norm.value("clean_text", true);
-      config.normalizer.handle_chinese_chars = norm.value("handle_chinese_chars", true);
-      lowercase = norm.value("lowercase", true);
-      if (norm.contains("strip_accents") && norm["strip_accents"].is_boolean())
-        strip_accents = norm["strip_accents"].get<bool>();
-    } else {  // no normalizer: nothing changes the text (the pre-tokenizer still splits)
-      config.normalizer.clean_text = config.normalizer.handle_chinese_chars = false;
-      lowercase = strip_accents = false;
-    }
-    // Our pre-tokenizer is BERT's; another one would split differently, so refuse it.
-    if (j.contains("pre_tokenizer") && j["pre_tokenizer"].is_object() &&
-        j["pre_tokenizer"].value("type", "") != "BertPreTokenizer")
-      throw Error(Where{source}, cat("expected a BertPreTokenizer for a WordPiece model, found \"",
-                                     j["pre_tokenizer"].value("type", ""), "\""));
-    if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
-      for (const auto& a : j["added_tokens"]) {
-        AddedToken t{a.at("content").get<std::string>(), a.at("id").get<TokenId>(), a.value("special", false),
-                     a.value("single_word", false)};
-        if (t.id < 0) throw Error(Where{source}, cat("added token \"", t.content, "\" has a negative id"));
-        if (static_cast<size_t>(t.id) >= config.tokens.size()) config.tokens.resize(static_cast<size_t>(t.id) + 1);
-        if (config.tokens[static_cast<size_t>(t.id)].empty()) config.tokens[static_cast<size_t>(t.id)] = t.content;
-        config.added.push_back(std::move(t));
-      }
-    }
-    apply_options(config, options, lowercase, strip_accents);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(Where{source}, cat("malformed WordPiece tokenizer.json: ", e.what()));
+  for (const auto& [token, id] : j.vocab) {  // a duplicate id: the later entry (key order) wins
+    if (static_cast<size_t>(id) >= config.tokens.size()) config.tokens.resize(static_cast<size_t>(id) + 1);
+    config.tokens[static_cast<size_t>(id)] = token;
   }
+  if (config.tokens.empty()) throw Error(Where{source}, "the WordPiece vocab is empty");
+  config.unk_token = j.unk_token.value_or("[UNK]");
+  config.prefix = j.continuing_subword_prefix.value_or("##");
+  config.max_chars = options.max_input_chars_per_word != 100 ? options.max_input_chars_per_word
+                                                              : j.max_input_chars_per_word.value_or(100);
+  std::optional<bool> lowercase, strip_accents;
+  if (j.normalizer) {
+    if (j.normalizer->type != "BertNormalizer")
+      throw Error(Where{source},
+                  cat("expected a BertNormalizer for a WordPiece model, found \"", j.normalizer->type, "\""));
+    config.normalizer.clean_text = j.normalizer->clean_text;
+    config.normalizer.handle_chinese_chars = j.normalizer->handle_chinese_chars;
+    lowercase = j.normalizer->lowercase;
+    strip_accents = j.normalizer->strip_accents;
+  } else {  // no normalizer: nothing changes the text (the pre-tokenizer still splits)
+    config.normalizer.clean_text = config.normalizer.handle_chinese_chars = false;
+    lowercase = strip_accents = false;
+  }
+  // Our pre-tokenizer is BERT's; another one would split differently, so refuse it.
+  if (j.pre_tokenizer && j.pre_tokenizer->type != "BertPreTokenizer")
+    throw Error(Where{source},
+                cat("expected a BertPreTokenizer for a WordPiece model, found \"", j.pre_tokenizer->type, "\""));
+  // An added token's id may lie past the model's vocabulary, or name an id it skips.
+  for (const AddedToken& t : j.added_tokens) {
+    if (static_cast<size_t>(t.id) >= config.tokens.size()) config.tokens.resize(static_cast<size_t>(t.id) + 1);
+    if (config.tokens[static_cast<size_t>(t.id)].empty()) config.tokens[static_cast<size_t>(t.id)] = t.content;
+  }
+  config.added = AddedVocabulary(j.added_tokens, kWordPieceAddedFlags, source);
+  apply_options(config, options, lowercase, strip_accents);
   return std::make_unique<WordPieceTokenizer>(std::move(config));
+}
+
+std::unique_ptr<Tokenizer> make_wordpiece_tokenizer_from_hf(const nlohmann::json& tokenizer_json,
+                                                            const std::string& source, const TokenizerOptions& options) {
+  return make_wordpiece_tokenizer_from_hf(parse_tokenizer_json(tokenizer_json, source), options);
 }
 
 }  // namespace pretrain
