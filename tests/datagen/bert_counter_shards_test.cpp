@@ -50,13 +50,7 @@ class BertCounterShards : public ::testing::Test {
     o.bucket_bytes = 2048;  // several buckets
     return o;
   }
-  SplitOutput output(const std::string& name) const {
-    SplitOutput out;
-    out.dir = dir.file(name);
-    out.num_shards = 2;
-    out.manifest.extra["key"] = "k";
-    return out;
-  }
+  SplitOutput output(const std::string& name) const { return testing::split_output(dir.file(name), 2); }
   // Shard file → xxh3.
   std::map<std::string, std::string> shards(const std::string& name) const {
     std::map<std::string, std::string> out;

@@ -19,10 +19,7 @@
 namespace pretrain {
 namespace {
 
-namespace fs = std::filesystem;
 using testing::TempDir;
-using testing::toy_bert_vocab;
-using testing::write_random_store;
 
 BertPythonOptions options() {
   BertPythonOptions o;
@@ -34,20 +31,14 @@ BertPythonOptions options() {
   return o;
 }
 
-SplitOutput output_in(const std::string& dir) {
-  SplitOutput out;
-  out.dir = dir;
-  out.num_shards = 2;
-  out.manifest.extra["key"] = "k";
-  return out;
-}
+SplitOutput output_in(const std::string& dir) { return testing::split_output(dir, 2); }
 
 TEST(BertPythonShards, TheShardsHoldThePythonAlgorithmsInstancesInItsOrder) {
   set_log_level(LogLevel::warn);
   TempDir dir;
-  InMemoryCorpus corpus = write_random_store(dir.file("store"), 30, 5);
+  InMemoryCorpus corpus = testing::write_random_store(dir.file("store"), 30, 5);
   const TokenStore store(dir.file("store"));
-  const BertMaskVocab vocab = toy_bert_vocab();
+  const BertMaskVocab vocab = testing::toy_bert_vocab();
   MakeShardsStats stats;
   write_bert_python_shards(options(), vocab, store, output_in(dir.file("out")), stats);
 
@@ -74,9 +65,9 @@ TEST(BertPythonShards, TheShardsHoldThePythonAlgorithmsInstancesInItsOrder) {
 TEST(BertPythonShards, AValidSplitAndBadOptionsAreRefusedBeforeAnythingIsWritten) {
   set_log_level(LogLevel::warn);
   TempDir dir;
-  write_random_store(dir.file("store"), 5, 5);
+  testing::write_random_store(dir.file("store"), 5, 5);
   const TokenStore store(dir.file("store"));
-  const BertMaskVocab vocab = toy_bert_vocab();
+  const BertMaskVocab vocab = testing::toy_bert_vocab();
   auto error_of = [&](const BertPythonOptions& o, const SplitOutput& out) -> std::string {
     MakeShardsStats stats;
     try {
@@ -98,7 +89,7 @@ TEST(BertPythonShards, AValidSplitAndBadOptionsAreRefusedBeforeAnythingIsWritten
   o = options();
   o.compression_level = 11;
   EXPECT_NE(error_of(o, output_in(dir.file("out"))).find("--compression-level"), std::string::npos);
-  EXPECT_FALSE(fs::exists(dir.file("out")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out")));
   EXPECT_EQ(error_of(options(), output_in(dir.file("out"))), "") << "the good options work";
 }
 

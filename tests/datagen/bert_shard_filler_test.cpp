@@ -13,6 +13,7 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "bert_record_expect.h"
+#include "shard_stage_data.h"
 #include "test_util.h"
 
 namespace pretrain {
@@ -64,13 +65,7 @@ Written fill(const SplitOutput& out, int n) {
   return w;
 }
 
-SplitOutput output_in(const std::string& dir) {
-  SplitOutput out;
-  out.dir = dir;
-  out.num_shards = 3;
-  out.manifest.extra["key"] = "k";
-  return out;
-}
+SplitOutput output_in(const std::string& dir) { return testing::split_output(dir, 3); }
 
 TEST(BertShardFiller, RecordsAreDealtInOrderIntoShardsOfEqualSize) {
   set_log_level(LogLevel::warn);

@@ -9,21 +9,20 @@ namespace pretrain {
 namespace {
 
 TEST(MakeShardsStats, BertSharesAreDerivedFromTheCounts) {
-  MakeShardsStats s;
-  s.documents = 10;
-  s.instances = 6;
-  s.valid_instances = 2;
-  s.instance_tokens = 200;
-  s.predictions = 40;
-  s.masked_as_mask = 30;
-  s.masked_kept = 6;
-  s.masked_random = 4;
-  s.random_next = 5;
-  s.forced_random_next = 2;
-  s.document_passes = 4;
-  s.short_document_passes = 1;
-  s.short_target_instances = 2;
-  s.length_histogram = {1, 2, 3};
+  const MakeShardsStats s{.documents = 10,
+                          .instances = 6,
+                          .valid_instances = 2,
+                          .instance_tokens = 200,
+                          .predictions = 40,
+                          .masked_as_mask = 30,
+                          .masked_kept = 6,
+                          .masked_random = 4,
+                          .random_next = 5,
+                          .forced_random_next = 2,
+                          .document_passes = 4,
+                          .short_document_passes = 1,
+                          .short_target_instances = 2,
+                          .length_histogram = {1, 2, 3}};
   const nlohmann::json j = s.to_json(32);
   EXPECT_EQ(j.at("documents"), 10);
   EXPECT_EQ(j.at("instances"), 6);

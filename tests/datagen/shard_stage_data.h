@@ -1,5 +1,6 @@
-// Inputs for the make-pretraining-shards stage tests: a toy BERT vocabulary and a token store of
-// random documents (also returned in memory, for comparing with the instance algorithm).
+// Inputs for the make-pretraining-shards stage tests: a toy BERT vocabulary, a token store of
+// random documents (also returned in memory, for comparing with the instance algorithm), and
+// where a stage writes.
 #pragma once
 #include <random>
 #include <string>
@@ -7,6 +8,7 @@
 
 #include "common/file.h"
 #include "datagen/shards/bert_instances.h"
+#include "datagen/shards/shard_series.h"
 #include "datagen/shards/token_store.h"
 
 namespace pretrain::testing {
@@ -35,6 +37,15 @@ inline InMemoryCorpus write_random_store(const std::string& dir, int docs, uint3
   }
   w.commit({{"test", 1}});
   return corpus;
+}
+
+// A fresh training split of `num_shards` shards into `dir`, keyed "k".
+inline SplitOutput split_output(const std::string& dir, int num_shards) {
+  SplitOutput out;
+  out.dir = dir;
+  out.num_shards = num_shards;
+  out.manifest.extra["key"] = "k";
+  return out;
 }
 
 }  // namespace pretrain::testing
