@@ -26,12 +26,7 @@ using namespace pretrain;
 
 nlohmann::json tiny_vocab() {
   nlohmann::json vocab = nlohmann::json::object();
-  const auto& alphabet = gpt2::bytes_to_unicode();
-  for (int b = 0; b < 256; ++b) {
-    std::string s;
-    append_utf8(alphabet[b], s);
-    vocab[s] = b;
-  }
+  for (int b = 0; b < 256; ++b) vocab[gpt2::byte_token(static_cast<uint8_t>(b))] = b;
   int id = 256;
   for (const char* t : {"\u0120t", "he", "\u0120the", "aa", "aaaa", "aaa", "\u0120\u0120", "\u00e6\u0139", "<|endoftext|>"})
     vocab[t] = id++;

@@ -81,12 +81,7 @@ TEST(Gpt2PreTokenizer, ByteAlphabetIsABijection) {
 
 nlohmann::json tiny_tokenizer_json(bool string_merges) {
   nlohmann::json vocab = nlohmann::json::object();
-  const auto& alphabet = gpt2::bytes_to_unicode();
-  for (int b = 0; b < 256; ++b) {
-    std::string s;
-    append_utf8(alphabet[b], s);
-    vocab[s] = b;
-  }
+  for (int b = 0; b < 256; ++b) vocab[gpt2::byte_token(static_cast<uint8_t>(b))] = b;
   std::vector<std::pair<std::string, std::string>> merges = {{"\u0120", "t"}, {"h", "e"}, {"\u0120t", "he"},
                                                              {"a", "a"}, {"aa", "aa"}, {"aa", "a"}};
   nlohmann::json jm = nlohmann::json::array();
