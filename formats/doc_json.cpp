@@ -116,29 +116,6 @@ size_t append_doc_json_line(const Document& doc, std::string& out) {
 
 namespace {
 
-// How many bytes from p on are ASCII other than '\\': what the repair pre-pass may pass over.
-// Sixteen bytes at a time with SSE2 (a signed compare finds the bytes >= 0x80), then eight (SWAR).
-inline const uint8_t* skip_ascii_but_backslash(const uint8_t* p, const uint8_t* end) {
-#ifdef __SSE2__
-  const __m128i zero = _mm_setzero_si128(), backslash = _mm_set1_epi8('\\');
-  for (; end - p >= 16; p += 16) {
-    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    __m128i stop = _mm_or_si128(_mm_cmplt_epi8(v, zero), _mm_cmpeq_epi8(v, backslash));
-    if (int mask = _mm_movemask_epi8(stop)) return p + __builtin_ctz(static_cast<unsigned>(mask));
-  }
-#endif
-  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
-  while (end - p >= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    uint64_t x = w ^ ('\\' * kOnes);
-    if ((w & kHigh) | ((x - kOnes) & ~x & kHigh)) break;
-    p += 8;
-  }
-  while (p < end && *p < 0x80 && *p != '\\') ++p;
-  return p;
-}
-
 // The value of the four hex digits at p (end - p >= 4), or -1 when they are not four hex digits.
 int32_t hex4(const uint8_t* p) {
   int32_t v = 0;
@@ -152,6 +129,38 @@ int32_t hex4(const uint8_t* p) {
 }
 bool is_high_surrogate(int32_t cp) { return cp >= 0xD800 && cp <= 0xDBFF; }
 bool is_low_surrogate(int32_t cp) { return cp >= 0xDC00 && cp <= 0xDFFF; }
+
+// Decodes the body of a string literal that the pre-pass found clean (valid UTF-8, no control
+// character, only valid escapes, surrogates in pairs) into out: runs without a backslash are
+// copied whole, where nlohmann's lexer handles every byte on its own.
+void decode_clean_string(std::string_view body, std::string& out) {
+  out.clear();
+  for (size_t i = 0;;) {
+    size_t escape = body.find('\\', i);
+    out.append(body, i, escape - i);
+    if (escape == std::string_view::npos) return;
+    auto* p = reinterpret_cast<const uint8_t*>(body.data()) + escape;
+    i = escape + 2;
+    switch (p[1]) {
+      case 'b': out.push_back('\b'); break;
+      case 'f': out.push_back('\f'); break;
+      case 'n': out.push_back('\n'); break;
+      case 'r': out.push_back('\r'); break;
+      case 't': out.push_back('\t'); break;
+      case 'u': {
+        char32_t cp = static_cast<char32_t>(hex4(p + 2));
+        i = escape + 6;
+        if (is_high_surrogate(static_cast<int32_t>(cp))) {
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (static_cast<char32_t>(hex4(p + 8)) - 0xDC00);
+          i = escape + 12;
+        }
+        append_utf8(cp, out);
+        break;
+      }
+      default: out.push_back(static_cast<char>(p[1]));  // '"', '\\', '/'
+    }
+  }
+}
 
 // A pointer into the line that also publishes how far nlohmann has read (*read_to): the SAX
 // events carry no position, and the errors our events raise (a field that is not a string,
@@ -242,8 +251,8 @@ class DocumentEvents {
   using json = nlohmann::json;
   static constexpr std::string_view kNames[4] = {"id", "url", "title", "text"};
 
-  DocumentEvents(Document& doc, std::string_view line)
-      : read_to(line.data()), fields_{&doc.id, &doc.url, &doc.title, &doc.text}, line_(line) {}
+  DocumentEvents(Document& doc, std::string_view line, const std::vector<DocJsonLineReader::Elided>& elided)
+      : read_to(line.data()), fields_{&doc.id, &doc.url, &doc.title, &doc.text}, line_(line), elided_(elided) {}
 
   bool null() { return scalar("null"); }
   bool boolean(bool) { return scalar("a boolean"); }
@@ -252,9 +261,11 @@ class DocumentEvents {
   bool number_float(json::number_float_t, const std::string&) { return scalar("a number"); }
   bool binary(json::binary_t&) { return scalar("binary data"); }  // only from binary formats
   bool string(std::string& value) {
+    const DocJsonLineReader::Elided* elided = next_string();
     if (depth_ == 0) return not_an_object("a string");
     if (depth_ == 1 && field_ >= 0) {
-      *fields_[field_] = std::move(value);  // the lexer's buffer: the text is not copied again
+      if (elided) decode_clean_string(elided->body, *fields_[field_]);
+      else *fields_[field_] = std::move(value);  // the lexer's buffer: not copied again
       seen_ |= 1u << field_;
     }
     return true;
@@ -270,6 +281,7 @@ class DocumentEvents {
   bool end_object() { return --depth_, true; }
   bool end_array() { return --depth_, true; }
   bool key(std::string& name) {
+    if (const DocJsonLineReader::Elided* elided = next_string()) decode_clean_string(elided->body, name);
     if (depth_ != 1) return true;
     field_ = -1;
     for (int i = 0; i < 4; ++i)
@@ -296,6 +308,13 @@ class DocumentEvents {
 
  private:
   size_t offset() const { return static_cast<size_t>(read_to - line_.data()); }
+  // The string nlohmann just read, when it stands for a long string the pre-pass took out. Its
+  // events come in the order of the line's string literals, which the pre-pass counted too.
+  const DocJsonLineReader::Elided* next_string() {
+    size_t index = strings_++;
+    if (next_elided_ == elided_.size() || elided_[next_elided_].string_index != index) return nullptr;
+    return &elided_[next_elided_++];
+  }
   bool fail(std::string message, size_t at) {
     error_ = std::move(message);
     error_at_ = at;
@@ -323,6 +342,8 @@ class DocumentEvents {
 
   std::string* fields_[4];
   std::string_view line_;
+  const std::vector<DocJsonLineReader::Elided>& elided_;
+  size_t strings_ = 0, next_elided_ = 0;  // string literals read; elided_ used
   int depth_ = 0;      // objects and arrays open
   int field_ = -1;     // which of kNames the last top-level key was, or -1
   unsigned seen_ = 0;  // bit i: kNames[i] was read
@@ -334,9 +355,9 @@ class DocumentEvents {
 }  // namespace
 
 size_t DocJsonLineReader::read(std::string_view line, Document& doc, const Where& where) {
-  size_t replaced = repair(line);
-  std::string_view json = replaced ? std::string_view(repaired_) : line;
-  DocumentEvents events(doc, json);
+  size_t replaced = prepare(line);
+  std::string_view json = rewritten_ ? std::string_view(parsed_) : line;
+  DocumentEvents events(doc, json, elided_);
   const char* begin = json.data();
   bool ok = nlohmann::json::sax_parse(ReadCursor{begin, &events.read_to},
                                       ReadCursor{begin + json.size(), nullptr}, &events) &&
@@ -345,55 +366,93 @@ size_t DocJsonLineReader::read(std::string_view line, Document& doc, const Where
   return replaced;
 }
 
-// nlohmann refuses ill-formed UTF-8 and \u escapes of lone surrogates; we replace them, as
-// Python's json with errors="replace" and wikiextractor's own reading do, and count them. The
-// check alone runs on every line (a fast scan that stops only at non-ASCII bytes and escapes);
-// repaired_ is written only for a line with something to replace.
-size_t DocJsonLineReader::repair(std::string_view line) {
+// One pass over the line, stopping only at quotes, escapes, control characters and non-ASCII
+// bytes, for two jobs:
+//  - repairs: nlohmann refuses ill-formed UTF-8 and \u escapes of lone surrogates; we replace them
+//    (U+FFFD, \ufffd), as Python's json with errors="replace" does, and count them;
+//  - speed: nlohmann's lexer takes a string byte by byte, pushing each into two buffers, at a
+//    tenth of the speed of the rest of reading. A long string that needs nothing but decoding
+//    (valid UTF-8, valid escapes, no control character) is handed to it as "" and decoded by
+//    decode_clean_string instead; nlohmann still parses and checks everything around it.
+// parsed_ is written only for a line with a repair or a long string.
+size_t DocJsonLineReader::prepare(std::string_view line) {
+  constexpr size_t kElideBytes = 32;  // shorter strings cost nlohmann little
   const uint8_t* begin = reinterpret_cast<const uint8_t*>(line.data());
   const uint8_t* end = begin + line.size();
   const uint8_t* p = begin;
-  const uint8_t* copy_from = begin;  // bytes [copy_from, p) still to be copied into repaired_
-  size_t replaced = 0;
-  repaired_.clear();
+  const uint8_t* copy_from = begin;  // bytes [copy_from, p) still to be copied into parsed_
+  const uint8_t* string_start = nullptr;  // the opening quote of the string p is in, if any
+  size_t replaced = 0, strings = 0;
+  bool clean = false;  // the string p is in needs nothing but decoding
+  parsed_.clear();
   shifts_.clear();
+  elided_.clear();
+  rewritten_ = false;
+  auto copy_to = [&](const uint8_t* to) {
+    parsed_.append(reinterpret_cast<const char*>(copy_from), static_cast<size_t>(to - copy_from));
+    rewritten_ = true;
+  };
   auto replace = [&](size_t length, std::string_view with) {
     ++replaced;
-    repaired_.append(reinterpret_cast<const char*>(copy_from), static_cast<size_t>(p - copy_from));
-    repaired_.append(with);
+    clean = false;
+    copy_to(p);
+    parsed_.append(with);
     p += length;
     copy_from = p;
-    if (length != with.size()) shifts_.push_back({repaired_.size(), static_cast<size_t>(p - begin)});
+    if (length != with.size()) shifts_.push_back({parsed_.size(), static_cast<size_t>(p - begin)});
   };
   while (p < end) {
-    p = skip_ascii_but_backslash(p, end);
+    p = skip_plain_ascii(p, end);
     if (p == end) break;
-    if (*p == '\\') {
+    uint8_t c = *p;
+    if (c == '"') {
+      if (!string_start) {
+        string_start = p, clean = true;
+      } else {
+        if (clean && static_cast<size_t>(p - string_start - 1) >= kElideBytes) {
+          copy_to(string_start + 1);  // the opening quote; the closing one follows
+          copy_from = p;
+          elided_.push_back({strings, std::string_view(reinterpret_cast<const char*>(string_start + 1),
+                                                       static_cast<size_t>(p - string_start - 1))});
+          shifts_.push_back({parsed_.size(), static_cast<size_t>(p - begin)});
+        }
+        string_start = nullptr;
+        ++strings;
+      }
+      ++p;
+    } else if (c == '\\') {
       int32_t cp = end - p >= 6 && p[1] == 'u' ? hex4(p + 2) : -1;
-      if (is_high_surrogate(cp) && end - p >= 12 && p[6] == '\\' && p[7] == 'u' && is_low_surrogate(hex4(p + 8)))
+      if (is_high_surrogate(cp) && end - p >= 12 && p[6] == '\\' && p[7] == 'u' && is_low_surrogate(hex4(p + 8))) {
         p += 12;  // a pair
-      else if (is_high_surrogate(cp) || is_low_surrogate(cp))
+      } else if (is_high_surrogate(cp) || is_low_surrogate(cp)) {
         replace(6, "\\ufffd");
-      else
-        p += cp >= 0 ? 6 : end - p >= 2 && p[1] < 0x80 ? 2 : 1;  // a non-ASCII byte after '\' is checked next
-      continue;
-    }
-    if (uint32_t length = valid_utf8_sequence(p, end)) {
+      } else if (cp >= 0) {
+        p += 6;
+      } else if (end - p >= 2 && std::strchr("\"\\/bfnrt", p[1]) && p[1] != 0) {
+        p += 2;
+      } else {
+        clean = false;  // nlohmann will say what is wrong
+        p += end - p >= 2 && p[1] < 0x80 ? 2 : 1;  // a non-ASCII byte after '\' is checked next
+      }
+    } else if (c < 0x20) {
+      clean = false;  // whitespace between tokens, or a raw control character in a string
+      ++p;
+    } else if (uint32_t length = valid_utf8_sequence(p, end)) {
       p += length;
-      continue;
+    } else {
+      replace(decode_utf8(p, end).length, kReplacementUtf8);
     }
-    replace(decode_utf8(p, end).length, kReplacementUtf8);
   }
-  if (replaced) repaired_.append(reinterpret_cast<const char*>(copy_from), static_cast<size_t>(end - copy_from));
+  if (rewritten_) copy_to(end);
   return replaced;
 }
 
 // The 1-based column in the line as read of an offset in the line as parsed.
-int64_t DocJsonLineReader::original_column(size_t repaired_offset) const {
-  size_t offset = repaired_offset;
+int64_t DocJsonLineReader::original_column(size_t parsed_offset) const {
+  size_t offset = parsed_offset;
   for (auto s = shifts_.rbegin(); s != shifts_.rend(); ++s) {
-    if (s->repaired_end <= repaired_offset) {
-      offset = repaired_offset - s->repaired_end + s->original_end;
+    if (s->parsed_end <= parsed_offset) {
+      offset = parsed_offset - s->parsed_end + s->original_end;
       break;
     }
   }

@@ -35,15 +35,23 @@ class DocJsonLineReader {
   // Error(where, "… (column N)") for a line that is not such an object.
   size_t read(std::string_view line, Document& doc, const Where& where);
 
- private:
-  struct Shift {  // a replacement in repaired_ that changed the length of what follows
-    size_t repaired_end, original_end;
+  // What prepare() found, for read() (public only for the parser's event handler).
+  struct Elided {  // a long string literal, parsed as "" and decoded from the line instead
+    size_t string_index;    // among the line's string literals, keys included
+    std::string_view body;  // between its quotes
   };
-  size_t repair(std::string_view line);
-  int64_t original_column(size_t repaired_offset) const;
 
-  std::string repaired_;        // the line with its repairs, when it needs any
+ private:
+  struct Shift {  // a change in parsed_ that moved what follows it
+    size_t parsed_end, original_end;
+  };
+  size_t prepare(std::string_view line);
+  int64_t original_column(size_t parsed_offset) const;
+
+  std::string parsed_;  // the line as nlohmann parses it, when it differs from the line as read
+  bool rewritten_ = false;
   std::vector<Shift> shifts_;
+  std::vector<Elided> elided_;
 };
 
 }  // namespace pretrain
