@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "common/error.h"
 #include "common/utf8.h"
 
@@ -190,6 +192,47 @@ TEST(DocJson, ColumnsCountTheLineAsRead) {
   EXPECT_EQ(reader.read("{\"text\":\"\xFF\"}", doc, kWhere), 1u);
   EXPECT_CONTAINS(error(R"({"text":"ok",x})"), "(column 14)");
   EXPECT_CONTAINS(error(R"({"text":"\ud800",x})"), "(column 18)");  // \ufffd is as long as \ud800
+}
+
+// Long strings (32 bytes or more) are decoded by our fast path, short ones by nlohmann: both must
+// give what nlohmann's own parser gives, in every field, in keys and in skipped values.
+TEST(DocJson, LongStringsDecodeLikeNlohmann) {
+  const std::string bodies[] = {
+      R"(plain)", R"(\"quoted\" \\ back\/slash)", R"(\b\f\n\r\t)", R"(\u00e9\u20AC\u0000\uFFFF)",
+      R"(\ud83d\ude00\uD800\uDC00)", "日本語 עברית 😀", R"(\\u0041 is not an escape)",
+  };
+  for (const std::string& body : bodies) {
+    for (size_t pad : {0, 40}) {
+      std::string s = std::string(pad, 'x') + body + std::string(pad, 'y');
+      std::string line = "{\"" + s + "\":1,\"id\":\"" + s + "\",\"meta\":[\"" + s + "\"],\"text\":\"" + s + "\"}";
+      std::string expected = nlohmann::json::parse("\"" + s + "\"").get<std::string>();
+      auto [doc, replaced] = read_line(line);
+      EXPECT_EQ(doc.text, expected) << line;
+      EXPECT_EQ(doc.id, expected) << line;
+      EXPECT_EQ(replaced, 0u);
+    }
+  }
+  // Long keys count among the strings too: the fields after them get the right values.
+  std::string key(40, 'k'), value(50, 'v');
+  auto [doc, replaced] = read_line("{\"" + key + "\":\"" + key + "\",\"m\":{\"" + key + "\":[\"" + key +
+                                   "\"]},\"title\":\"t\",\"text\":\"" + value + "\"}");
+  EXPECT_EQ(doc, (Document{"", "", "t", value}));
+  EXPECT_CONTAINS(error_of("{\"" + key + "\":1}"), "expected field 'text'");
+}
+
+// What the fast path must leave to nlohmann (or to the repairs) in a long string.
+TEST(DocJson, LongStringsWithErrorsOrRepairsGoThroughNlohmann) {
+  const std::string pad(40, 'x');
+  EXPECT_CONTAINS(error_of("{\"text\":\"" + pad + "\\q\"}"), "forbidden character after backslash");
+  EXPECT_CONTAINS(error_of("{\"text\":\"" + pad + "\\u12\"}"), "'\\u' must be followed by 4 hex digits");
+  EXPECT_CONTAINS(error_of("{\"text\":\"" + pad + "\t\"}"), "control character U+0009 (HT)");
+  auto [doc, replaced] = read_line("{\"text\":\"" + pad + "\xFF\\ud800\"}");
+  EXPECT_EQ(doc.text, pad + "\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(replaced, 2u);
+  // Columns after a long string still count the line as read: 'x' is byte 9 + 40 + 2 + 1.
+  EXPECT_CONTAINS(error_of("{\"text\":\"" + pad + "\",x}"), "(column 52)");
+  EXPECT_CONTAINS(error_of("{\"id\":\"" + pad + "\", \"text\" : 5}"), "found a number (column 60)");
+  EXPECT_CONTAINS(error_of("\"" + pad + "\""), "expected '{' starting a JSON object, found a string");
 }
 
 // An error in a long string quotes the end of what was read, not the whole string.
