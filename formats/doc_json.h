@@ -1,7 +1,8 @@
 // One document as one JSON line, the record of document shards (DESIGN.md, "Documents") and of
 // wikiextractor's `--json` output: {"id":…,"url":…,"title":…,"text":…}. Writing escapes by hand
 // (fast, and the bytes of written shards are fixed); reading goes through nlohmann-json's SAX
-// parser, after a pre-pass that repairs what nlohmann would refuse but we accept.
+// parser, after a pre-pass that repairs what nlohmann would refuse but we accept and takes the
+// long strings that need only decoding past nlohmann's byte-by-byte lexer (doc_json.cpp, prepare).
 #pragma once
 #include <cstddef>
 #include <string>
