@@ -129,55 +129,18 @@ int32_t hex4(const uint8_t* p) {
 }
 bool is_high_surrogate(int32_t cp) { return cp >= 0xD800 && cp <= 0xDBFF; }
 bool is_low_surrogate(int32_t cp) { return cp >= 0xDC00 && cp <= 0xDFFF; }
-bool is_simple_escape(uint8_t c) {  // after '\\', one of JSON's escapes other than \u
-  return c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't';
-}
-
-// The first backslash at or after p, or end. Inline, sixteen bytes at a time with SSE2: escapes
-// come every few dozen bytes in wikiextractor's text (\n, \", \u00e9), and a call to memchr
-// for each run between them cost more than the scan.
-inline const char* find_backslash(const char* p, const char* end) {
-#ifdef __SSE2__
-  const __m128i backslash = _mm_set1_epi8('\\');
-  for (; end - p >= 16; p += 16) {
-    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    if (int mask = _mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash))) return p + __builtin_ctz(static_cast<unsigned>(mask));
-  }
-#endif
-  while (p < end && *p != '\\') ++p;
-  return p;
-}
-
-// Decodes the body of a string literal that the pre-pass found clean (valid UTF-8, no control
-// character, only valid escapes, surrogates in pairs) into out: runs without a backslash are
-// copied whole, where nlohmann's lexer handles every byte on its own.
-void decode_clean_string(std::string_view body, std::string& out) {
-  out.clear();
-  const char* end = body.data() + body.size();
-  for (const char* run = body.data();;) {
-    const char* backslash = find_backslash(run, end);
-    out.append(run, static_cast<size_t>(backslash - run));
-    if (backslash == end) return;
-    auto* p = reinterpret_cast<const uint8_t*>(backslash);
-    run = backslash + 2;
-    switch (p[1]) {
-      case 'b': out.push_back('\b'); break;
-      case 'f': out.push_back('\f'); break;
-      case 'n': out.push_back('\n'); break;
-      case 'r': out.push_back('\r'); break;
-      case 't': out.push_back('\t'); break;
-      case 'u': {
-        char32_t cp = static_cast<char32_t>(hex4(p + 2));
-        run = backslash + 6;
-        if (is_high_surrogate(static_cast<int32_t>(cp))) {
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (static_cast<char32_t>(hex4(p + 8)) - 0xDC00);
-          run = backslash + 12;
-        }
-        append_utf8(cp, out);
-        break;
-      }
-      default: out.push_back(static_cast<char>(p[1]));  // '"', '\\', '/'
-    }
+// The character a one-letter escape stands for ('n' -> '\n'), or 0 for a letter that is not one.
+char simple_escape(uint8_t letter) {
+  switch (letter) {
+    case '"': return '"';
+    case '\\': return '\\';
+    case '/': return '/';
+    case 'b': return '\b';
+    case 'f': return '\f';
+    case 'n': return '\n';
+    case 'r': return '\r';
+    case 't': return '\t';
+    default: return 0;
   }
 }
 
@@ -270,8 +233,13 @@ class DocumentEvents {
   using json = nlohmann::json;
   static constexpr std::string_view kNames[4] = {"id", "url", "title", "text"};
 
-  DocumentEvents(Document& doc, std::string_view line, const std::vector<DocJsonLineReader::Elided>& elided)
-      : read_to(line.data()), fields_{&doc.id, &doc.url, &doc.title, &doc.text}, line_(line), elided_(elided) {}
+  DocumentEvents(Document& doc, std::string_view line, const std::vector<size_t>& elided,
+                 std::vector<std::string>& decoded)
+      : read_to(line.data()),
+        fields_{&doc.id, &doc.url, &doc.title, &doc.text},
+        line_(line),
+        elided_(elided),
+        decoded_(decoded) {}
 
   bool null() { return scalar("null"); }
   bool boolean(bool) { return scalar("a boolean"); }
@@ -280,10 +248,11 @@ class DocumentEvents {
   bool number_float(json::number_float_t, const std::string&) { return scalar("a number"); }
   bool binary(json::binary_t&) { return scalar("binary data"); }  // only from binary formats
   bool string(std::string& value) {
-    const DocJsonLineReader::Elided* elided = next_string();
+    std::string* decoded = next_string();
     if (depth_ == 0) return not_an_object("a string");
     if (depth_ == 1 && field_ >= 0) {
-      if (elided) decode_clean_string(elided->body, *fields_[field_]);
+      // Swapped, not copied: the field's old buffer serves the pre-pass on the next line.
+      if (decoded) std::swap(*fields_[field_], *decoded);
       else *fields_[field_] = std::move(value);  // the lexer's buffer: not copied again
       seen_ |= 1u << field_;
     }
@@ -300,7 +269,7 @@ class DocumentEvents {
   bool end_object() { return --depth_, true; }
   bool end_array() { return --depth_, true; }
   bool key(std::string& name) {
-    if (const DocJsonLineReader::Elided* elided = next_string()) decode_clean_string(elided->body, name);
+    if (std::string* decoded = next_string()) std::swap(name, *decoded);
     if (depth_ != 1) return true;
     field_ = -1;
     for (int i = 0; i < 4; ++i)
@@ -329,10 +298,10 @@ class DocumentEvents {
   size_t offset() const { return static_cast<size_t>(read_to - line_.data()); }
   // The string nlohmann just read, when it stands for a long string the pre-pass took out. Its
   // events come in the order of the line's string literals, which the pre-pass counted too.
-  const DocJsonLineReader::Elided* next_string() {
+  std::string* next_string() {
     size_t index = strings_++;
-    if (next_elided_ == elided_.size() || elided_[next_elided_].string_index != index) return nullptr;
-    return &elided_[next_elided_++];
+    if (next_elided_ == elided_.size() || elided_[next_elided_] != index) return nullptr;
+    return &decoded_[next_elided_++];
   }
   bool fail(std::string message, size_t at) {
     error_ = std::move(message);
@@ -361,7 +330,8 @@ class DocumentEvents {
 
   std::string* fields_[4];
   std::string_view line_;
-  const std::vector<DocJsonLineReader::Elided>& elided_;
+  const std::vector<size_t>& elided_;     // which string literals the pre-pass took out
+  std::vector<std::string>& decoded_;     // and their values
   size_t strings_ = 0, next_elided_ = 0;  // string literals read; elided_ used
   int depth_ = 0;      // objects and arrays open
   int field_ = -1;     // which of kNames the last top-level key was, or -1
@@ -376,7 +346,7 @@ class DocumentEvents {
 size_t DocJsonLineReader::read(std::string_view line, Document& doc, const Where& where) {
   size_t replaced = prepare(line);
   std::string_view json = rewritten_ ? std::string_view(parsed_) : line;
-  DocumentEvents events(doc, json, elided_);
+  DocumentEvents events(doc, json, elided_, decoded_);
   const char* begin = json.data();
   bool ok = nlohmann::json::sax_parse(ReadCursor{begin, &events.read_to},
                                       ReadCursor{begin + json.size(), nullptr}, &events) &&
@@ -391,8 +361,8 @@ size_t DocJsonLineReader::read(std::string_view line, Document& doc, const Where
 //    (U+FFFD, \ufffd), as Python's json with errors="replace" does, and count them;
 //  - speed: nlohmann's lexer takes a string byte by byte, pushing each into two buffers, at a
 //    tenth of the speed of the rest of reading. A long string that needs nothing but decoding
-//    (valid UTF-8, valid escapes, no control character) is handed to it as "" and decoded by
-//    decode_clean_string instead; nlohmann still parses and checks everything around it.
+//    (valid UTF-8, valid escapes, no control character) is decoded here, in the same pass, and
+//    handed to nlohmann as ""; nlohmann still parses and checks everything around it.
 // parsed_ is written only for a line with a repair or a long string.
 size_t DocJsonLineReader::prepare(std::string_view line) {
   constexpr size_t kElideBytes = 32;  // shorter strings cost nlohmann little
@@ -401,8 +371,9 @@ size_t DocJsonLineReader::prepare(std::string_view line) {
   const uint8_t* p = begin;
   const uint8_t* copy_from = begin;  // bytes [copy_from, p) still to be copied into parsed_
   const uint8_t* string_start = nullptr;  // the opening quote of the string p is in, if any
+  const uint8_t* run = nullptr;           // bytes [run, p) of that string still to be decoded
+  std::string* decoded = nullptr;         // its value so far, while it needs nothing but decoding
   size_t replaced = 0, strings = 0;
-  bool clean = false;  // the string p is in needs nothing but decoding
   parsed_.clear();
   shifts_.clear();
   elided_.clear();
@@ -413,12 +384,20 @@ size_t DocJsonLineReader::prepare(std::string_view line) {
   };
   auto replace = [&](size_t length, std::string_view with) {
     ++replaced;
-    clean = false;
+    decoded = nullptr;  // nlohmann reads this string
     copy_to(p);
     parsed_.append(with);
     p += length;
     copy_from = p;
     if (length != with.size()) shifts_.push_back({parsed_.size(), static_cast<size_t>(p - begin)});
+  };
+  auto decode = [&](size_t length, auto&& append) {  // an escape of `length` bytes at p
+    if (decoded) {
+      decoded->append(reinterpret_cast<const char*>(run), static_cast<size_t>(p - run));
+      append(*decoded);
+    }
+    p += length;
+    run = p;
   };
   while (p < end) {
     p = skip_plain_ascii(p, end);
@@ -426,35 +405,41 @@ size_t DocJsonLineReader::prepare(std::string_view line) {
     uint8_t c = *p;
     if (c == '"') {
       if (!string_start) {
-        string_start = p, clean = true;
+        string_start = p, run = p + 1;
+        if (decoded_.size() == elided_.size()) decoded_.emplace_back();
+        decoded = &decoded_[elided_.size()];
+        decoded->clear();
       } else {
-        if (clean && static_cast<size_t>(p - string_start - 1) >= kElideBytes) {
+        if (decoded && static_cast<size_t>(p - string_start - 1) >= kElideBytes) {
+          decoded->append(reinterpret_cast<const char*>(run), static_cast<size_t>(p - run));
           copy_to(string_start + 1);  // the opening quote; the closing one follows
           copy_from = p;
-          elided_.push_back({strings, std::string_view(reinterpret_cast<const char*>(string_start + 1),
-                                                       static_cast<size_t>(p - string_start - 1))});
+          elided_.push_back(strings);
           shifts_.push_back({parsed_.size(), static_cast<size_t>(p - begin)});
         }
-        string_start = nullptr;
+        string_start = nullptr, decoded = nullptr;
         ++strings;
       }
       ++p;
     } else if (c == '\\') {
       int32_t cp = end - p >= 6 && p[1] == 'u' ? hex4(p + 2) : -1;
-      if (is_high_surrogate(cp) && end - p >= 12 && p[6] == '\\' && p[7] == 'u' && is_low_surrogate(hex4(p + 8))) {
-        p += 12;  // a pair
+      int32_t low = is_high_surrogate(cp) && end - p >= 12 && p[6] == '\\' && p[7] == 'u' ? hex4(p + 8) : -1;
+      char letter = end - p >= 2 ? simple_escape(p[1]) : 0;
+      if (is_low_surrogate(low)) {
+        char32_t pair = 0x10000 + ((static_cast<char32_t>(cp) - 0xD800) << 10) + (static_cast<char32_t>(low) - 0xDC00);
+        decode(12, [&](std::string& out) { append_utf8(pair, out); });
       } else if (is_high_surrogate(cp) || is_low_surrogate(cp)) {
         replace(6, "\\ufffd");
       } else if (cp >= 0) {
-        p += 6;
-      } else if (end - p >= 2 && is_simple_escape(p[1])) {
-        p += 2;
+        decode(6, [&](std::string& out) { append_utf8(static_cast<char32_t>(cp), out); });
+      } else if (letter) {
+        decode(2, [&](std::string& out) { out.push_back(letter); });
       } else {
-        clean = false;  // nlohmann will say what is wrong
+        decoded = nullptr;  // nlohmann will say what is wrong
         p += end - p >= 2 && p[1] < 0x80 ? 2 : 1;  // a non-ASCII byte after '\' is checked next
       }
     } else if (c < 0x20) {
-      clean = false;  // whitespace between tokens, or a raw control character in a string
+      decoded = nullptr;  // whitespace between tokens, or a raw control character in a string
       ++p;
     } else if (uint32_t length = valid_utf8_sequence(p, end)) {
       p += length;

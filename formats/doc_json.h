@@ -36,12 +36,6 @@ class DocJsonLineReader {
   // Error(where, "… (column N)") for a line that is not such an object.
   size_t read(std::string_view line, Document& doc, const Where& where);
 
-  // What prepare() found, for read() (public only for the parser's event handler).
-  struct Elided {  // a long string literal, parsed as "" and decoded from the line instead
-    size_t string_index;    // among the line's string literals, keys included
-    std::string_view body;  // between its quotes
-  };
-
  private:
   struct Shift {  // a change in parsed_ that moved what follows it
     size_t parsed_end, original_end;
@@ -52,7 +46,8 @@ class DocJsonLineReader {
   std::string parsed_;  // the line as nlohmann parses it, when it differs from the line as read
   bool rewritten_ = false;
   std::vector<Shift> shifts_;
-  std::vector<Elided> elided_;
+  std::vector<size_t> elided_;          // long strings parsed as "": their index among the literals
+  std::vector<std::string> decoded_;    // and their values (buffers kept from line to line)
 };
 
 }  // namespace pretrain
