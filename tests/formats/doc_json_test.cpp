@@ -220,6 +220,23 @@ TEST(DocJson, LongStringsDecodeLikeNlohmann) {
   EXPECT_CONTAINS(error_of("{\"" + key + "\":1}"), "expected field 'text'");
 }
 
+// An escape, a non-ASCII character or an invalid byte at every offset of a text as long as two
+// SSE2 blocks and a half: the pre-pass's 16-byte, 8-byte and byte-at-a-time scans each stop at it.
+TEST(DocJson, EscapesAtEveryOffsetReadBack) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"\\\"", "\""}, {"\\\\", "\\"}, {"\\n", "\n"}, {"\\u00e9", "é"}, {"\\ud83d\\ude00", "😀"},
+      {"\xC3\xA9", "é"}, {"\xE6\x97\xA5", "日"}, {"\xFF", "\xEF\xBF\xBD"}, {"\\udc00", "\xEF\xBF\xBD"},
+  };
+  for (const auto& [raw, value] : cases) {
+    for (size_t at = 0; at <= 40; ++at) {
+      std::string text(40, 'a');
+      auto [doc, replaced] = read_line("{\"text\":\"" + text.substr(0, at) + raw + text.substr(at) + "\"}");
+      EXPECT_EQ(doc.text, text.substr(0, at) + value + text.substr(at)) << raw << " at " << at;
+      EXPECT_EQ(replaced, value == "\xEF\xBF\xBD" ? 1u : 0u);
+    }
+  }
+}
+
 // What the fast path must leave to nlohmann (or to the repairs) in a long string.
 TEST(DocJson, LongStringsWithErrorsOrRepairsGoThroughNlohmann) {
   const std::string pad(40, 'x');
