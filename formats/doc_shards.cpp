@@ -1,9 +1,6 @@
 #include "formats/doc_shards.h"
 
 #include <zstd.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -26,101 +23,11 @@ constexpr size_t kChunkBytes = size_t{1} << 20;      // JSON lines handed to zst
 constexpr size_t kZstdJobBytes = size_t{4} << 20;    // fixed, so output is the same at any thread count
 constexpr size_t kReadBytes = size_t{1} << 20;       // decompressed bytes per read
 
-// How many bytes from p on need no JSON escaping: printable ASCII other than '"' and '\\'.
-// Sixteen bytes at a time with SSE2 (a signed compare puts bytes >= 0x80 below 0x20 too), then
-// eight at a time (SWAR): a byte < 0x20, == '"', == '\\' or >= 0x80 stops the word.
-inline const uint8_t* skip_plain_ascii(const uint8_t* p, const uint8_t* end) {
-#ifdef __SSE2__
-  const __m128i space = _mm_set1_epi8(0x20), quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
-  for (; end - p >= 16; p += 16) {
-    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    __m128i stop = _mm_or_si128(_mm_cmplt_epi8(v, space),
-                                _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)));
-    if (int mask = _mm_movemask_epi8(stop)) return p + __builtin_ctz(static_cast<unsigned>(mask));
-  }
-#endif
-  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
-  auto has_zero = [](uint64_t x) { return (x - kOnes) & ~x & kHigh; };
-  while (end - p >= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    uint64_t stop = (w & kHigh) | ((w - 0x20 * kOnes) & ~w & kHigh) | has_zero(w ^ ('"' * kOnes)) |
-                    has_zero(w ^ ('\\' * kOnes));
-    if (stop) break;
-    p += 8;
-  }
-  while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') ++p;
-  return p;
-}
-
-// Appends s as a JSON string literal. Valid UTF-8 is copied raw; invalid subparts become U+FFFD.
-size_t append_json_string(std::string_view s, std::string& out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  size_t replaced = 0;
-  const uint8_t* p = reinterpret_cast<const uint8_t*>(s.data());
-  const uint8_t* end = p + s.size();
-  const uint8_t* copy_from = p;  // bytes [copy_from, p) are to be copied as they are
-  out.push_back('"');
-  while (p < end) {
-    p = skip_plain_ascii(p, end);
-    if (p == end) break;
-    uint8_t c = *p;
-    if (c >= 0x80) {
-      // A run of non-ASCII characters, checked inline and copied with the plain bytes around it.
-      while (p < end && *p >= 0x80) {
-        uint32_t length = valid_utf8_sequence(p, end);
-        if (length == 0) break;
-        p += length;
-      }
-      if (p == end || *p < 0x80) continue;
-      Utf8Step step = decode_utf8(p, end);  // ill-formed: the maximal subpart to replace
-      out.append(reinterpret_cast<const char*>(copy_from), static_cast<size_t>(p - copy_from));
-      out.append(kReplacementUtf8);
-      ++replaced;
-      p += step.length;
-      copy_from = p;
-      continue;
-    }
-    out.append(reinterpret_cast<const char*>(copy_from), static_cast<size_t>(p - copy_from));
-    switch (c) {
-      case '"': out.append("\\\""); break;
-      case '\\': out.append("\\\\"); break;
-      case '\n': out.append("\\n"); break;
-      case '\t': out.append("\\t"); break;
-      case '\r': out.append("\\r"); break;
-      case '\b': out.append("\\b"); break;
-      case '\f': out.append("\\f"); break;
-      default: {
-        char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
-        out.append(esc, 6);
-      }
-    }
-    copy_from = ++p;
-  }
-  out.append(reinterpret_cast<const char*>(copy_from), static_cast<size_t>(end - copy_from));
-  out.push_back('"');
-  return replaced;
-}
-
 void check_zstd(size_t rc, const std::string& path, const char* what) {
   if (ZSTD_isError(rc)) throw Error(Where{path}, cat(what, ": ", ZSTD_getErrorName(rc)));
 }
 
 }  // namespace
-
-size_t append_doc_json_line(const Document& doc, std::string& out) {
-  size_t replaced = 0;
-  out.append("{\"id\":");
-  replaced += append_json_string(doc.id, out);
-  out.append(",\"url\":");
-  replaced += append_json_string(doc.url, out);
-  out.append(",\"title\":");
-  replaced += append_json_string(doc.title, out);
-  out.append(",\"text\":");
-  replaced += append_json_string(doc.text, out);
-  out.append("}\n");
-  return replaced;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Writer
@@ -308,224 +215,6 @@ class LineReader {
   int64_t line_number_ = 0;
 };
 
-// ---------------------------------------------------------------------------------------------
-// One JSON object per line, strictly per RFC 8259; string values are decoded straight into the
-// document's fields (invalid UTF-8 and lone surrogates become U+FFFD), other values are skipped.
-
-class JsonLineParser {
- public:
-  struct Failure {
-    std::string message;
-  };
-
-  JsonLineParser(std::string_view line, size_t& replaced)
-      : begin_(reinterpret_cast<const uint8_t*>(line.data())), p_(begin_), end_(begin_ + line.size()),
-        replaced_(replaced) {}
-
-  void parse(Document& doc) {
-    bool seen[4] = {false, false, false, false};
-    std::string* fields[4] = {&doc.id, &doc.url, &doc.title, &doc.text};
-    static constexpr std::string_view kNames[4] = {"id", "url", "title", "text"};
-    skip_ws();
-    expect_char('{', "'{' starting a JSON object");
-    skip_ws();
-    if (!try_char('}')) {
-      for (;;) {
-        skip_ws();
-        expect_char('"', "'\"' starting a field name");
-        key_.clear();
-        parse_string_body(key_);
-        skip_ws();
-        expect_char(':', "':' after a field name");
-        skip_ws();
-        int field = -1;
-        for (int i = 0; i < 4; ++i)
-          if (key_ == kNames[i]) field = i;
-        if (field >= 0) {
-          if (p_ == end_ || *p_ != '"')
-            fail(cat("expected field '", kNames[field], "' to be a string, found ", describe_value()));
-          ++p_;
-          fields[field]->clear();
-          parse_string_body(*fields[field]);
-          seen[field] = true;
-        } else {
-          skip_value(0);
-        }
-        skip_ws();
-        if (try_char(',')) continue;
-        expect_char('}', "',' or '}' after a field");
-        break;
-      }
-    }
-    skip_ws();
-    if (p_ != end_) fail(cat("expected the end of the line after the JSON object, found ", describe_value()));
-    if (!seen[3]) fail("expected field 'text' (a string) in the JSON object");
-    for (int i = 0; i < 3; ++i)
-      if (!seen[i]) fields[i]->clear();
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& message) const {
-    throw Failure{cat(message, " (column ", p_ - begin_ + 1, ")")};
-  }
-  std::string describe_value() const {
-    if (p_ == end_) return "the end of the line";
-    switch (*p_) {
-      case '{': return "an object";
-      case '[': return "an array";
-      case 't': case 'f': return "a boolean";
-      case 'n': return "null";
-      case '"': return "a string";
-      default: return (*p_ == '-' || (*p_ >= '0' && *p_ <= '9')) ? "a number" : cat("'", static_cast<char>(*p_), "'");
-    }
-  }
-  void skip_ws() {
-    while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\r' || *p_ == '\n')) ++p_;
-  }
-  bool try_char(char c) {
-    if (p_ < end_ && *p_ == c) return ++p_, true;
-    return false;
-  }
-  void expect_char(char c, const char* expected) {
-    if (!try_char(c)) fail(cat("expected ", expected, ", found ", describe_value()));
-  }
-
-  // After the opening quote; appends the decoded string to out and consumes the closing quote.
-  void parse_string_body(std::string& out) {
-    const uint8_t* copy_from = p_;
-    for (;;) {
-      p_ = skip_plain_ascii(p_, end_);
-      if (p_ == end_) fail("expected '\"' closing a string, found the end of the line");
-      uint8_t c = *p_;
-      if (c >= 0x80) {
-        Utf8Step step = decode_utf8(p_, end_);
-        if (!step.valid) {
-          out.append(reinterpret_cast<const char*>(copy_from), static_cast<size_t>(p_ - copy_from));
-          out.append(kReplacementUtf8);
-          ++replaced_;
-          copy_from = p_ + step.length;
-        }
-        p_ += step.length;
-        continue;
-      }
-      out.append(reinterpret_cast<const char*>(copy_from), static_cast<size_t>(p_ - copy_from));
-      if (c == '"') {
-        ++p_;
-        return;
-      }
-      if (c < 0x20) fail("expected an escape (\\n, \\u00XX) for a control character inside a string");
-      ++p_;  // the backslash
-      if (p_ == end_) fail("expected an escape after '\\', found the end of the line");
-      switch (*p_++) {
-        case '"': out.push_back('"'); break;
-        case '\\': out.push_back('\\'); break;
-        case '/': out.push_back('/'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
-        case 'u': append_unicode_escape(out); break;
-        default: --p_, fail("expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u after '\\'");
-      }
-      copy_from = p_;
-    }
-  }
-
-  char32_t hex4() {
-    if (end_ - p_ < 4) fail("expected 4 hex digits after \\u");
-    char32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      uint8_t c = *p_;
-      int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-      if (digit < 0) fail("expected 4 hex digits after \\u");
-      v = v * 16 + static_cast<char32_t>(digit);
-      ++p_;
-    }
-    return v;
-  }
-
-  // After "\u": a code point, or a surrogate pair as two escapes; a lone surrogate is U+FFFD.
-  void append_unicode_escape(std::string& out) {
-    char32_t cp = hex4();
-    if (cp >= 0xD800 && cp <= 0xDBFF && end_ - p_ >= 6 && p_[0] == '\\' && p_[1] == 'u') {
-      const uint8_t* save = p_;
-      p_ += 2;
-      char32_t low = hex4();
-      if (low >= 0xDC00 && low <= 0xDFFF) {
-        append_utf8(0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00), out);
-        return;
-      }
-      p_ = save;  // not a pair: the second escape stands on its own
-    }
-    if (cp >= 0xD800 && cp <= 0xDFFF) ++replaced_;
-    append_utf8(cp, out);  // a lone surrogate appends U+FFFD
-  }
-
-  void expect_literal(std::string_view word) {
-    if (static_cast<size_t>(end_ - p_) < word.size() || std::memcmp(p_, word.data(), word.size()) != 0)
-      fail(cat("expected a JSON value, found ", describe_value()));
-    p_ += word.size();
-  }
-  void skip_digits() {
-    const uint8_t* start = p_;
-    while (p_ < end_ && *p_ >= '0' && *p_ <= '9') ++p_;
-    if (p_ == start) fail("expected a digit in a number");
-  }
-  void skip_number() {
-    try_char('-');
-    if (!try_char('0')) skip_digits();
-    if (try_char('.')) skip_digits();
-    if (try_char('e') || try_char('E')) {
-      if (!try_char('+')) try_char('-');
-      skip_digits();
-    }
-  }
-
-  void skip_value(int depth) {
-    if (depth > 64) fail("expected JSON nested at most 64 deep");
-    if (p_ == end_) fail("expected a JSON value, found the end of the line");
-    switch (*p_) {
-      case '"': ++p_, scratch_.clear(), parse_string_body(scratch_); return;
-      case 't': return expect_literal("true");
-      case 'f': return expect_literal("false");
-      case 'n': return expect_literal("null");
-      case '{':
-      case '[': {
-        bool object = *p_++ == '{';
-        char close = object ? '}' : ']';
-        skip_ws();
-        if (try_char(close)) return;
-        for (;;) {
-          skip_ws();
-          if (object) {
-            expect_char('"', "'\"' starting a field name");
-            scratch_.clear();
-            parse_string_body(scratch_);
-            skip_ws();
-            expect_char(':', "':' after a field name");
-            skip_ws();
-          }
-          skip_value(depth + 1);
-          skip_ws();
-          if (try_char(',')) continue;
-          if (try_char(close)) return;
-          fail(cat("expected ',' or '", close, "', found ", describe_value()));
-        }
-      }
-      default:
-        if (*p_ == '-' || (*p_ >= '0' && *p_ <= '9')) return skip_number();
-        fail(cat("expected a JSON value, found ", describe_value()));
-    }
-  }
-
-  const uint8_t* begin_;
-  const uint8_t* p_;
-  const uint8_t* end_;
-  size_t& replaced_;
-  std::string key_, scratch_;
-};
-
 bool is_blank(std::string_view line) {
   return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
 }
@@ -551,6 +240,7 @@ struct DocReader::Input {
   enum class Format { unknown, json, doc };
   std::string path, compression;
   std::unique_ptr<LineReader> lines;
+  DocJsonLineReader json;
   Format format = Format::unknown;
   int64_t record_line = 0;
   uint64_t records = 0;
@@ -651,11 +341,7 @@ bool DocReader::next(Document& doc) {
     }
     size_t replaced = 0;
     if (in.format == Input::Format::json) {
-      try {
-        JsonLineParser(line, replaced).parse(doc);
-      } catch (const JsonLineParser::Failure& f) {
-        throw Error(where, f.message);
-      }
+      replaced = in.json.read(line, doc, where);
     } else {
       // <doc id="…" url="…" title="…">, the title again, a blank line, the text, </doc>.
       size_t first = line.find_first_not_of(" \t");

@@ -11,14 +11,9 @@
 #include <vector>
 
 #include "common/manifest.h"
+#include "formats/doc_json.h"
 
 namespace pretrain {
-
-struct Document {
-  std::string id, url, title;
-  std::string text;  // paragraphs separated by '\n'
-  bool operator==(const Document&) const = default;
-};
 
 struct DocShardOptions {
   // Uncompressed JSON-lines bytes per shard. A shard is closed before a document would take it past
@@ -83,10 +78,6 @@ class DocShardWriter {
   uint64_t documents_ = 0, jsonl_bytes_ = 0, invalid_utf8_replaced_ = 0;
   bool finished_ = false;
 };
-
-// Appends the JSON line of doc ({"id":…,"url":…,"title":…,"text":…}\n) to out: control characters
-// escaped, non-ASCII written as raw UTF-8, invalid UTF-8 replaced. Returns the replacements made.
-size_t append_doc_json_line(const Document& doc, std::string& out);
 
 struct DocReaderOptions {
   bool verify_checksums = true;  // xxh3 of each manifest shard before it is read
