@@ -9,20 +9,10 @@ namespace pretrain {
 namespace {
 
 TEST(MakeShardsStats, BertSharesAreDerivedFromTheCounts) {
-  const MakeShardsStats s{.documents = 10,
-                          .instances = 6,
-                          .valid_instances = 2,
-                          .instance_tokens = 200,
-                          .predictions = 40,
-                          .masked_as_mask = 30,
-                          .masked_kept = 6,
-                          .masked_random = 4,
-                          .random_next = 5,
-                          .forced_random_next = 2,
-                          .document_passes = 4,
-                          .short_document_passes = 1,
-                          .short_target_instances = 2,
-                          .length_histogram = {1, 2, 3}};
+  const MakeShardsStats s{.documents = 10, .instances = 6, .valid_instances = 2, .instance_tokens = 200,
+                          .predictions = 40, .masked_as_mask = 30, .masked_kept = 6, .masked_random = 4,
+                          .random_next = 5, .forced_random_next = 2, .document_passes = 4,
+                          .short_document_passes = 1, .short_target_instances = 2, .length_histogram = {1, 2, 3}};
   const nlohmann::json j = s.to_json(32);
   EXPECT_EQ(j.at("documents"), 10);
   EXPECT_EQ(j.at("instances"), 6);

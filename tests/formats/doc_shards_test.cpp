@@ -454,6 +454,25 @@ TEST(DocShards, ManifestChecksumsAndCountsAreVerified) {
   }
 }
 
+
+// Each cut of `whole` (a compressed shard) written to `path` is an error naming the file, an
+// offset inside what was left, and the compression (`kind`).
+void expect_truncation_named(const std::string& path, const std::string& whole, const std::vector<size_t>& lengths,
+                             const char* kind) {
+  for (size_t len : lengths) {
+    write_bytes(path, whole.substr(0, len));
+    try {
+      read_all(path);
+      ADD_FAILURE() << "no error at length " << len;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.where().file, path);
+      EXPECT_GE(e.where().offset, 0) << e.what();
+      EXPECT_LE(e.where().offset, static_cast<int64_t>(len)) << e.what();
+      EXPECT_NE(std::string(e.what()).find(kind), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(DocShards, TruncatedZstdNamesTheOffset) {
   TempDir dir;
   std::vector<Document> docs = sized_documents(300, 6);
@@ -463,20 +482,8 @@ TEST(DocShards, TruncatedZstdNamesTheOffset) {
     writer.finish();
   }
   std::string shard = read_file(dir.file("docs-00000.jsonl.zst"));
-  for (size_t len : {size_t{4}, size_t{5}, size_t{20}, shard.size() / 3, shard.size() / 2, shard.size() - 5,
-                     shard.size() - 1}) {
-    std::string path = dir.file("cut.jsonl.zst");
-    write_bytes(path, shard.substr(0, len));
-    try {
-      read_all(path);
-      FAIL() << "no error at length " << len;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.where().file, path);
-      EXPECT_GE(e.where().offset, 0) << e.what();
-      EXPECT_LE(e.where().offset, static_cast<int64_t>(len)) << e.what();
-      EXPECT_NE(std::string(e.what()).find("zstd"), std::string::npos) << e.what();
-    }
-  }
+  expect_truncation_named(dir.file("cut.jsonl.zst"), shard,
+                          {4, 5, 20, shard.size() / 3, shard.size() / 2, shard.size() - 5, shard.size() - 1}, "zstd");
 }
 
 TEST(DocShards, TruncatedBz2NamesTheOffset) {
@@ -484,18 +491,7 @@ TEST(DocShards, TruncatedBz2NamesTheOffset) {
   std::string jsonl;
   for (const Document& d : sized_documents(300, 7)) append_doc_json_line(d, jsonl);
   std::string bz = bz2_compress(jsonl);
-  for (size_t len : {size_t{10}, size_t{100}, bz.size() / 2, bz.size() - 1}) {
-    std::string path = dir.file("cut.jsonl.bz2");
-    write_bytes(path, bz.substr(0, len));
-    try {
-      read_all(path);
-      FAIL() << "no error at length " << len;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.where().file, path);
-      EXPECT_GE(e.where().offset, 0) << e.what();
-      EXPECT_NE(std::string(e.what()).find("bz2"), std::string::npos) << e.what();
-    }
-  }
+  expect_truncation_named(dir.file("cut.jsonl.bz2"), bz, {10, 100, bz.size() / 2, bz.size() - 1}, "bz2");
 }
 
 TEST(DocShards, MalformedJsonNamesTheLine) {
