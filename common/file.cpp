@@ -30,10 +30,21 @@ static void write_fully(int fd, const char* p, size_t n, const std::string& path
   }
 }
 
+// A path that exists and is neither a regular file nor a directory: /dev/null, a FIFO, a terminal.
+// Renaming a temp file onto it would replace the device with a plain file (run as root, `-o
+// /dev/null` would break /dev/null for the whole machine), so such outputs are written in place.
+static bool is_special_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  return !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
 AtomicFile::AtomicFile(std::string path, bool open_fd)
-    : path_(std::move(path)), tmp_path_(cat(path_, ".tmp-", ::getpid())) {
+    : path_(std::move(path)), tmp_path_(cat(path_, ".tmp-", ::getpid())), direct_(is_special_file(path_)) {
+  if (direct_) tmp_path_ = path_;
   if (open_fd) {
-    fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd_ = direct_ ? ::open(path_.c_str(), O_WRONLY | O_CLOEXEC)
+                  : ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) throw_errno("cannot create", tmp_path_);
     buffer_.reserve(kBufferBytes);
   }
@@ -57,7 +68,7 @@ AtomicFile AtomicFile::resumable(std::string path, uint64_t keep) {
 
 AtomicFile::AtomicFile(AtomicFile&& o) noexcept
     : path_(std::move(o.path_)), tmp_path_(std::move(o.tmp_path_)), fd_(o.fd_), done_(o.done_), keep_(o.keep_),
-      written_(o.written_), buffer_(std::move(o.buffer_)) {
+      direct_(o.direct_), written_(o.written_), buffer_(std::move(o.buffer_)) {
   o.fd_ = -1;
   o.done_ = true;
 }
@@ -100,6 +111,15 @@ static void fsync_path(const std::string& path, int flags) {
 
 void AtomicFile::commit() {
   if (done_) throw Error(Where{path_}, "commit() called twice");
+  if (direct_) {  // nothing to rename, and a device need not support fsync
+    if (fd_ >= 0) {
+      flush();
+      ::close(fd_);
+      fd_ = -1;
+    }
+    done_ = true;
+    return;
+  }
   if (fd_ >= 0) {
     flush();
     if (::fsync(fd_) != 0) throw_errno("fsync failed", tmp_path_);
@@ -117,7 +137,7 @@ void AtomicFile::commit() {
 void AtomicFile::abandon() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  ::unlink(tmp_path_.c_str());
+  if (!direct_) ::unlink(tmp_path_.c_str());
   done_ = true;
 }
 

@@ -12,7 +12,9 @@ namespace pretrain {
 
 class AtomicFile {
  public:
-  // open_fd = false for writers that open the temp path themselves (HDF5).
+  // open_fd = false for writers that open the temp path themselves (HDF5). A path that is a
+  // device or FIFO (/dev/null, /dev/stdout, a named pipe) is written in place: no temp file, no
+  // rename, which would replace the device with a plain file.
   explicit AtomicFile(std::string path, bool open_fd = true);
   // For outputs made in steps that a later run continues: the temp file is `path`.partial, a
   // fixed name that outlives the process (never removed by the destructor), cut to its first
@@ -44,6 +46,7 @@ class AtomicFile {
   int fd_ = -1;
   bool done_ = false;
   bool keep_ = false;  // resumable: the destructor closes the temp file and leaves it
+  bool direct_ = false;  // path is a device or FIFO: written in place, tmp_path() == path()
   uint64_t written_ = 0;
   std::vector<char> buffer_;
 };

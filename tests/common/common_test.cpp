@@ -1,4 +1,7 @@
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -89,6 +92,31 @@ TEST(AtomicFile, LargeAndSmallWritesKeepOrder) {
     f.commit();
   }
   EXPECT_EQ(read_file(path), expected);
+}
+
+// `-o /dev/null` or a named pipe: the output is written into it, never renamed onto it (as root,
+// a rename onto /dev/null replaced the device with a plain file for the whole machine).
+TEST(AtomicFile, DevicesAndPipesAreWrittenInPlace) {
+  TempDir dir;
+  const std::string fifo = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Our own end of the pipe, opened read-write so that neither side blocks (Linux allows it).
+  const int end = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK);
+  ASSERT_GE(end, 0);
+  {
+    AtomicFile f(fifo);
+    EXPECT_EQ(f.tmp_path(), fifo);
+    f.write("through the pipe");
+    f.commit();
+  }
+  char buf[64];
+  const ssize_t got = ::read(end, buf, sizeof buf);
+  ::close(end);
+  EXPECT_EQ(std::string(buf, got > 0 ? static_cast<size_t>(got) : 0), "through the pipe");
+  struct stat st {};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the pipe was replaced";
+  EXPECT_FALSE(file_exists(cat(fifo, ".tmp-", ::getpid())));
 }
 
 TEST(MappedFile, MapsContentAndEmptyFiles) {
