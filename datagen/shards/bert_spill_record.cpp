@@ -21,8 +21,10 @@ void append_spill_record(const BertInstance& inst, std::string& out) {
   char* q = out.data() + at;
   const uint16_t header[4] = {n, a_len, uint16_t(p | flags << 8), 0};
   std::memcpy(q, header, 8);
-  std::memcpy(q + 8, inst.tokens.data(), size_t(n) * 4);
-  std::memcpy(q + 8 + size_t(n) * 4, inst.masked_lm_labels.data(), size_t(p) * 4);
+  // memcpy from an empty vector's data() (null) is undefined even for 0 bytes: an instance may
+  // have no predictions.
+  if (n > 0) std::memcpy(q + 8, inst.tokens.data(), size_t(n) * 4);
+  if (p > 0) std::memcpy(q + 8 + size_t(n) * 4, inst.masked_lm_labels.data(), size_t(p) * 4);
   uint16_t* positions = reinterpret_cast<uint16_t*>(q + 8 + size_t(n) * 4 + size_t(p) * 4);
   for (size_t k = 0; k < p; ++k) positions[k] = uint16_t(inst.masked_lm_positions[k]);
   if (p & 1) positions[p] = 0;
