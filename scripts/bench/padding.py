@@ -11,7 +11,6 @@ This is the reference the binning and packing of make-pretraining-shards (issue 
   padding.py SHARD_DIR_OR_FILE... [--bin-size 64 [32 ...]] [--max-pack 3]
 """
 import argparse
-import bisect
 import glob
 import os
 
@@ -42,27 +41,37 @@ def binned_tokens(lengths, seq_len, bin_size):
 
 
 def packed_sequences(lengths, seq_len, max_pack):
-    """First-fit decreasing: each length into the first open sequence with room and fewer than
-    max_pack records, else a new one. Open sequences are kept sorted by free room, so "first fit"
-    is the lowest-indexed sequence among those with enough room; with equal room any is equivalent
-    for the count."""
-    free, count = [], []  # per sequence: room left, records in it
-    by_room = []          # (room, sequence) of sequences that can still take a record
-    for n in sorted(lengths.tolist(), reverse=True):
-        i = bisect.bisect_left(by_room, (n, -1))
-        if i < len(by_room):
-            room, s = by_room.pop(i)
-            free[s] -= n
-            count[s] += 1
-            if count[s] < max_pack and free[s] > 0:
-                bisect.insort(by_room, (free[s], s))
+    """First-fit decreasing: lengths longest first, each into the lowest-numbered sequence that has
+    room for it and fewer than max_pack records, else into a new one. A max-tree over the
+    sequences' free room finds that sequence in O(log n)."""
+    order = sorted(lengths.tolist(), reverse=True)
+    size = 1
+    while size < max(len(order), 1):
+        size *= 2
+    room = [-1] * (2 * size)  # leaves size..2·size-1: free room of sequence i, -1 when closed or unused
+    count = [0] * size
+    used = 0
+
+    def set_room(i, value):
+        k = size + i
+        room[k] = value
+        while k > 1:
+            k //= 2
+            room[k] = max(room[2 * k], room[2 * k + 1])
+
+    for n in order:
+        if room[1] >= n:  # the leftmost sequence with room ≥ n
+            k = 1
+            while k < size:
+                k = 2 * k if room[2 * k] >= n else 2 * k + 1
+            i = k - size
         else:
-            free.append(seq_len - n)
-            count.append(1)
-            s = len(free) - 1
-            if max_pack > 1 and free[s] > 0:
-                bisect.insort(by_room, (free[s], s))
-    return len(free)
+            i, used = used, used + 1
+            room[size + i] = seq_len
+        count[i] += 1
+        left = room[size + i] - n
+        set_room(i, left if count[i] < max_pack and left > 0 else -1)
+    return used
 
 
 def main():
