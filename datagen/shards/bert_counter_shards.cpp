@@ -215,7 +215,7 @@ void write_shuffled(const BertCounterOptions& o, const BertMaskVocab& vocab, Spi
 }  // namespace
 
 void BertCounterOptions::check() const {
-  check_bert_shard_options(instances, dupe_factor, compression_level);
+  BertStageOptions::check();
   if (bucket_bytes == 0) throw UsageError("the spill bucket size must be positive");
   if (spill_dir.empty()) throw UsageError("no spill directory for the BERT instances");
 }

@@ -13,21 +13,18 @@
 #include <nlohmann/json.hpp>
 
 #include "datagen/shards/bert_instances.h"
+#include "datagen/shards/bert_shard_filler.h"
 #include "datagen/shards/make_shards_stats.h"
 #include "datagen/shards/shard_series.h"
 #include "datagen/shards/token_store.h"
 
 namespace pretrain {
 
-struct BertCounterOptions {
-  BertInstanceOptions instances;  // seq_len, max_predictions, masked_lm_prob, short_seq_prob, whole_word_mask
-  int dupe_factor = 10;
-  uint64_t seed = 12345;
-  int compression_level = 4;
+struct BertCounterOptions : BertStageOptions {
   std::string spill_dir;                          // this split's buckets (in <output>/.work)
   uint64_t bucket_bytes = uint64_t{256} << 20;    // spill bucket size target: the write stage's memory
   uint64_t store_resident_budget = TokenStore::kResidentBudget;  // a larger store is read through pread windows
-  void check() const;  // UsageError naming the command-line option (check_bert_shard_options), or bucket_bytes 0
+  void check() const;  // BertStageOptions::check, and UsageError for no spill directory or bucket_bytes 0
 };
 
 // Writes the split of `documents` (store ids) into `output`'s shards and counts it in `stats`.

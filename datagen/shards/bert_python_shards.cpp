@@ -8,8 +8,6 @@
 
 namespace pretrain {
 
-void BertPythonOptions::check() const { check_bert_shard_options(instances, dupe_factor, compression_level); }
-
 void write_bert_python_shards(const BertPythonOptions& o, const BertMaskVocab& vocab, const TokenStore& store,
                               const SplitOutput& output, MakeShardsStats& stats) {
   o.check();

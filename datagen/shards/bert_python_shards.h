@@ -6,19 +6,14 @@
 #include <cstdint>
 
 #include "datagen/shards/bert_instances.h"
+#include "datagen/shards/bert_shard_filler.h"
 #include "datagen/shards/make_shards_stats.h"
 #include "datagen/shards/shard_series.h"
 #include "datagen/shards/token_store.h"
 
 namespace pretrain {
 
-struct BertPythonOptions {
-  BertInstanceOptions instances;  // seq_len, max_predictions, masked_lm_prob, short_seq_prob, whole_word_mask
-  int dupe_factor = 10;
-  uint64_t seed = 12345;
-  int compression_level = 4;
-  void check() const;  // UsageError naming the command-line option (check_bert_shard_options)
-};
+using BertPythonOptions = BertStageOptions;  // the script has nothing of its own to set
 
 // Every document of the store into `output`'s shards, counted in `stats`.
 void write_bert_python_shards(const BertPythonOptions& options, const BertMaskVocab& vocab, const TokenStore& store,

@@ -13,7 +13,7 @@ void BertShardFillerOptions::check() const {
   if (compression_level < 0 || compression_level > 9) throw UsageError("--compression-level must be in [0, 9]");
 }
 
-void check_bert_shard_options(const BertInstanceOptions& instances, int dupe_factor, int compression_level) {
+void BertStageOptions::check() const {
   if (dupe_factor < 1) throw UsageError("--dupe-factor must be at least 1");
   if (instances.masked_lm_prob <= 0 || instances.masked_lm_prob > 1) throw UsageError("--masked-lm-prob must be in (0, 1]");
   if (instances.short_seq_prob < 0 || instances.short_seq_prob > 1) throw UsageError("--short-seq-prob must be in [0, 1]");

@@ -23,9 +23,17 @@ struct BertShardFillerOptions {
   void check() const;
 };
 
-// What both BERT stages check of their options (the filler's, with masked_lm_prob in (0, 1],
-// short_seq_prob in [0, 1] and dupe_factor at least 1): UsageError naming the command-line option.
-void check_bert_shard_options(const BertInstanceOptions& instances, int dupe_factor, int compression_level);
+// What both BERT stages take (the counter-RNG stage adds its spill settings): Google's instance
+// rules, the passes over the data, the seed and the gzip level.
+struct BertStageOptions {
+  BertInstanceOptions instances;  // seq_len, max_predictions, masked_lm_prob, short_seq_prob, whole_word_mask
+  int dupe_factor = 10;
+  uint64_t seed = 12345;
+  int compression_level = 4;
+  // UsageError naming the command-line option: the filler's limits, masked_lm_prob in (0, 1],
+  // short_seq_prob in [0, 1], dupe_factor at least 1.
+  void check() const;
+};
 
 // The series' manifest format for BERT shards of these options.
 ShardFormat bert_shard_format(const BertShardFillerOptions& options);

@@ -72,18 +72,17 @@ DocumentSplitOptions split_options(const MakeShardsOptions& o) {
   return {.seed = o.seed, .valid_fraction = o.valid_fraction, .shuffle = o.model == ModelKind::gpt};
 }
 
-BertPythonOptions bert_python_options(const MakeShardsOptions& o) {
+BertStageOptions bert_stage_options(const MakeShardsOptions& o) {
   return {.instances = o.bert, .dupe_factor = o.dupe_factor, .seed = o.seed, .compression_level = o.compression_level};
 }
 
 BertCounterOptions bert_counter_options(const MakeShardsOptions& o, bool valid) {
-  return {.instances = o.bert,
-          .dupe_factor = o.dupe_factor,
-          .seed = o.seed,
-          .compression_level = o.compression_level,
-          .spill_dir = path_join(work_dir(o), valid ? "spill-valid" : "spill-train"),
-          .bucket_bytes = o.bucket_bytes,
-          .store_resident_budget = o.store_resident_budget};
+  BertCounterOptions c;
+  static_cast<BertStageOptions&>(c) = bert_stage_options(o);
+  c.spill_dir = path_join(work_dir(o), valid ? "spill-valid" : "spill-train");
+  c.bucket_bytes = o.bucket_bytes;
+  c.store_resident_budget = o.store_resident_budget;
+  return c;
 }
 
 // Before anything is written: each stage's own checks, and those of the command line as a whole.
@@ -94,7 +93,7 @@ void check_options(const MakeShardsOptions& o) {
   if (o.dupe_factor < 1) throw UsageError("--dupe-factor must be at least 1");  // gpt too, as it always was
   if (o.model == ModelKind::bert) {
     if (o.rng == ShardRng::python)
-      bert_python_options(o).check();
+      bert_stage_options(o).check();
     else
       bert_counter_options(o, false).check();
     if (o.rng == ShardRng::python && o.valid_fraction > 0)
@@ -135,7 +134,7 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
 
   if (o.model == ModelKind::bert && o.rng == ShardRng::python) {
     // The Python script's algorithm, over every document (it has no valid split).
-    write_bert_python_shards(bert_python_options(o), vocab, store, split_output(o, tok->info(), skey, false), stats);
+    write_bert_python_shards(bert_stage_options(o), vocab, store, split_output(o, tok->info(), skey, false), stats);
   } else {
     // Stage 2: train and valid documents; stage 3: each split's shards.
     const DocumentSplit split = split_documents(uint32_t(store.num_documents()), split_options(o));

@@ -119,17 +119,20 @@ TEST(BertShardFiller, OptionsOutOfRangeAreRefusedNamingTheOption) {
     change(o);
     return o;
   };
+  auto shard_options = [](const BertInstanceOptions& instances, int dupe_factor, int compression_level) {
+    return BertStageOptions{.instances = instances, .dupe_factor = dupe_factor, .compression_level = compression_level};
+  };
   const std::vector<Case> cases = {
       {[] { BertShardFillerOptions{.seq_len = 4}.check(); }, "--seq-len"},
       {[] { BertShardFillerOptions{.seq_len = 65536}.check(); }, "--seq-len"},
       {[] { BertShardFillerOptions{.max_predictions = 0}.check(); }, "--max-predictions"},
       {[] { BertShardFillerOptions{.max_predictions = 256}.check(); }, "--max-predictions"},
       {[] { BertShardFillerOptions{.compression_level = 10}.check(); }, "--compression-level"},
-      {[&] { check_bert_shard_options(good, 0, 4); }, "--dupe-factor"},
-      {[&] { check_bert_shard_options(with([](auto& o) { o.masked_lm_prob = 0; }), 1, 4); }, "--masked-lm-prob"},
-      {[&] { check_bert_shard_options(with([](auto& o) { o.short_seq_prob = 1.5; }), 1, 4); }, "--short-seq-prob"},
-      {[&] { check_bert_shard_options(with([](auto& o) { o.seq_len = 3; }), 1, 4); }, "--seq-len"},
-      {[&] { check_bert_shard_options(good, 1, -1); }, "--compression-level"},
+      {[&] { shard_options(good, 0, 4).check(); }, "--dupe-factor"},
+      {[&] { shard_options(with([](auto& o) { o.masked_lm_prob = 0; }), 1, 4).check(); }, "--masked-lm-prob"},
+      {[&] { shard_options(with([](auto& o) { o.short_seq_prob = 1.5; }), 1, 4).check(); }, "--short-seq-prob"},
+      {[&] { shard_options(with([](auto& o) { o.seq_len = 3; }), 1, 4).check(); }, "--seq-len"},
+      {[&] { shard_options(good, 1, -1).check(); }, "--compression-level"},
   };
   for (const Case& c : cases) {
     try {
@@ -139,7 +142,7 @@ TEST(BertShardFiller, OptionsOutOfRangeAreRefusedNamingTheOption) {
       EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
     }
   }
-  EXPECT_NO_THROW(check_bert_shard_options(good, 1, 4));
+  EXPECT_NO_THROW(shard_options(good, 1, 4).check());
 }
 
 }  // namespace

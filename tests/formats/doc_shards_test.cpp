@@ -23,6 +23,7 @@
 #include "common/file.h"
 #include "common/hash.h"
 #include "common/utf8.h"
+#include "compress_util.h"
 #include "test_util.h"
 
 namespace pretrain {
@@ -46,16 +47,6 @@ std::string zstd_decompress(const std::string& compressed) {
   }
   EXPECT_EQ(rc, 0u) << "incomplete zstd frame";
   ZSTD_freeDCtx(dctx);
-  return out;
-}
-
-std::string bz2_compress(const std::string& data) {
-  std::string out(data.size() + data.size() / 100 + 700, '\0');
-  unsigned len = static_cast<unsigned>(out.size());
-  EXPECT_EQ(BZ2_bzBuffToBuffCompress(out.data(), &len, const_cast<char*>(data.data()),
-                                     static_cast<unsigned>(data.size()), 9, 0, 0),
-            BZ_OK);
-  out.resize(len);
   return out;
 }
 
@@ -490,7 +481,7 @@ TEST(DocShards, TruncatedBz2NamesTheOffset) {
   TempDir dir;
   std::string jsonl;
   for (const Document& d : sized_documents(300, 7)) append_doc_json_line(d, jsonl);
-  std::string bz = bz2_compress(jsonl);
+  std::string bz = testing::bz2_stream(jsonl);
   expect_truncation_named(dir.file("cut.jsonl.bz2"), bz, {10, 100, bz.size() / 2, bz.size() - 1}, "bz2");
 }
 
@@ -591,7 +582,8 @@ TEST(DocShards, ReadsWikiextractorDocBlocksAndDirectories) {
   // --compress writes bz2; a file made of two bz2 streams must read whole.
   std::string second = as_doc_blocks(more);
   size_t cut = second.find("<doc", second.size() / 2);
-  write_bytes(dir.file("out/AA/wiki_01.bz2"), bz2_compress(second.substr(0, cut)) + bz2_compress(second.substr(cut)));
+  write_bytes(dir.file("out/AA/wiki_01.bz2"),
+              testing::bz2_stream(second.substr(0, cut)) + testing::bz2_stream(second.substr(cut)));
   std::string jsonl;
   for (const Document& d : docs) append_doc_json_line(d, jsonl);
   write_bytes(dir.file("out/AB/wiki_00"), jsonl);
