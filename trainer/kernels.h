@@ -3,9 +3,11 @@
 // of columns. The CPU backend calls it from a oneTBB parallel_for, the CUDA backend from a
 // grid-stride kernel (trainer/backend_cuda.cu). How each is checked: the arithmetic ops (LayerNorm,
 // GELU, softmax, cross-entropy, AdamW) against naive double-precision versions in trainer/reference.h
-// (tests/trainer/kernels_test.cpp); the vocabulary-shard cross-entropy and embedding against the
-// single-rank ops (tests/trainer/parallel_layers_mpi_test.cpp); the rest (copies, gathers, scales,
-// LAMB's stages) through the model's loss and gradients against PyTorch (tests/compat).
+// (tests/trainer/kernels_test.cpp); AdamW and LAMB's stages, as the optimizer runs them, against a
+// double-precision reference (tests/trainer/optimizer_test.cpp) and one step of torch's AdamW and
+// apex's LAMB (tests/compat/test_optimizer_torch.py); the vocabulary-shard cross-entropy and
+// embedding against the single-rank ops (tests/trainer/parallel_layers_mpi_test.cpp); the rest
+// (copies, gathers, scales) through the model's loss and gradients against PyTorch (tests/compat).
 //
 // Determinism: every output element is written by exactly one index, and every sum runs in a
 // fixed order inside that index, so results do not depend on the thread count or the schedule.
