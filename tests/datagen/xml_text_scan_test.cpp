@@ -25,6 +25,14 @@ Scanned scan(std::string_view bytes) {
   return s;
 }
 
+// "ab" then something the scan stops before: it keeps "ab" and stops at index 2, for `why`.
+void expect_stops_after_ab(std::string_view bytes, ScanEnd why) {
+  Scanned s = scan(bytes);
+  EXPECT_EQ(s.end, why) << bytes;
+  EXPECT_EQ(s.stop, 2u) << bytes;
+  EXPECT_EQ(s.text, "ab") << bytes;
+}
+
 TEST(XmlTextScan, PlainTextToTheChunksEnd) {
   // Long enough for the 16-byte loop, with tabs, line feeds and wikilinks' "]]".
   std::string text = "[[Anarchism]] is a\tpolitical philosophy.\n[[Category:Political]] ]] ] x";
@@ -65,23 +73,13 @@ TEST(XmlTextScan, WhatExpatMustJudgeStopsTheScanAtItsFirstByte) {
       "ab\xF4\x90\x80\x80", // past U+10FFFF
       "ab\x80",             // a continuation byte alone
   };
-  for (std::string_view bytes : kCases) {
-    Scanned s = scan(bytes);
-    EXPECT_EQ(s.end, ScanEnd::markup) << bytes;
-    EXPECT_EQ(s.stop, 2u) << bytes;
-    EXPECT_EQ(s.text, "ab") << bytes;
-  }
+  for (std::string_view bytes : kCases) expect_stops_after_ab(bytes, ScanEnd::markup);
 }
 
 TEST(XmlTextScan, ConstructsCutByTheChunksEndStopBeforeTheirFirstByte) {
   const std::string_view kCases[] = {"ab&", "ab&l", "ab&am", "ab&#x1F6", "ab&#12", "ab\r", "ab]", "ab]]",
                                      "ab\xE6\x97", "ab\xF0\x9F\x98", "ab\xC3"};
-  for (std::string_view bytes : kCases) {
-    Scanned s = scan(bytes);
-    EXPECT_EQ(s.end, ScanEnd::cut) << bytes;
-    EXPECT_EQ(s.stop, 2u) << bytes;
-    EXPECT_EQ(s.text, "ab") << bytes;
-  }
+  for (std::string_view bytes : kCases) expect_stops_after_ab(bytes, ScanEnd::cut);
 }
 
 TEST(XmlTextScan, EveryChunkingGivesTheSameText) {
