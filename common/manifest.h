@@ -16,6 +16,7 @@ namespace pretrain {
 inline constexpr const char* kFormatDocs = "docs-jsonl-zst";   // wikiprep documents
 inline constexpr const char* kFormatSentences = "sentences-txt";  // Google BERT text: wikiprep --format sentences
 inline constexpr const char* kFormatBertHdf5 = "bert-hdf5";    // NVIDIA BERT layout
+inline constexpr const char* kFormatBertHdf5Binned = "bert-hdf5-binned";  // bins of NVIDIA shards (--bin-size)
 inline constexpr const char* kFormatMegatron = "megatron";     // <prefix>.bin + .idx
 inline constexpr const char* kFormatLlmc = "llmc";             // llm.c token .bin
 inline constexpr int kManifestVersion = 1;

@@ -1,6 +1,7 @@
 // shard-tool: look at, check and convert the files every stage writes.
 //   inspect FILE|DIR…          kind, counts, dtypes, sizes, the first records
-//   verify DIR…                every shard against manifest.json (size, xxh3, records)
+//   verify DIR…                every shard against manifest.json (size, xxh3, records); every bin of a
+//                              binned split
 //   convert --to megatron|llmc IN OUT
 //   import-docs INPUT… -o DIR  wikiextractor output / JSON lines → our zstd document shards
 #include "formats/shard_tool.h"
@@ -119,6 +120,35 @@ static void inspect_one(const std::string& path, int records, std::ostream& out)
 }
 
 // Returns the number of bad files (0: all good).
+static int verify_dir(const std::string& dir, std::ostream& out);
+
+// A binned BERT split (make-pretraining-shards --bin-size): each bin it lists is a shard set of
+// its own, which must verify and hold the records and length the split's manifest gives it.
+static int verify_bins(const Manifest& m, const std::string& manifest_path, std::ostream& out) {
+  const std::string root = dir_name(manifest_path);
+  if (!m.complete) {
+    out << "BAD " << manifest_path << ": the run that wrote these bins did not finish (complete = false)\n";
+    return 1;
+  }
+  int bad = 0;
+  uint64_t records = 0;
+  for (const auto& bin : m.extra.value("bins", nlohmann::json::array())) {
+    const std::string bin_dir = path_join(root, bin.at("dir").get<std::string>());
+    bad += verify_dir(bin_dir, out);
+    Manifest b = Manifest::read(path_join(bin_dir, kManifestName));
+    if (b.total_records() != bin.at("records").get<uint64_t>() || b.seq_len != bin.at("max_length").get<int64_t>()) {
+      out << "BAD " << bin_dir << ": " << b.total_records() << " records of length " << b.seq_len << ", but "
+          << manifest_path << " lists " << bin.at("records") << " of length " << bin.at("max_length") << "\n";
+      ++bad;
+    }
+    records += b.total_records();
+  }
+  if (bad == 0)
+    out << "ok " << manifest_path << ": " << m.extra.value("bins", nlohmann::json::array()).size()
+        << " length bins of BERT shards, " << records << " records\n";
+  return bad;
+}
+
 static int verify_dir(const std::string& dir, std::ostream& out) {
   std::string manifest_path = path_join(dir, kManifestName);
   if (std::error_code ec; !std::filesystem::is_directory(dir, ec) && base_name(dir) == kManifestName) {
@@ -126,6 +156,7 @@ static int verify_dir(const std::string& dir, std::ostream& out) {
   }
   std::string root = dir_name(manifest_path);
   Manifest m = Manifest::read(manifest_path);
+  if (m.format == kFormatBertHdf5Binned) return verify_bins(m, manifest_path, out);
   ShardKind kind = kind_of_format(m.format, manifest_path);
   std::vector<VerifyProblem> problems = verify_manifest(
       m, root, [&](const std::string& p) { return count_records(kind, p); });

@@ -29,6 +29,11 @@ ShardSet from_manifest(const std::string& origin, const std::string& manifest_pa
   if (!m.complete)
     throw Error(Where{manifest_path}, "the manifest is marked incomplete: the run that writes these shards has not "
                                       "finished (or was interrupted; rerun it with --resume)");
+  if (m.format == kFormatBertHdf5Binned)
+    throw Error(Where{manifest_path},
+                cat("length-binned BERT shards (make-pretraining-shards --bin-size): this loader reads one bin's "
+                    "shard set at a time, e.g. ", path_join(dir, "bin-00"), "; drawing each batch from one bin "
+                    "across all of them is not built yet"));
   if (!format_fits(m.format, config.kind))
     throw Error(Where{manifest_path}, cat("the shards are '", m.format, "', which a ", model_kind_name(config.kind),
                                           " loader does not read"));

@@ -19,6 +19,7 @@
 #include "common/progress.h"
 #include "datagen/shards/bert_shard_filler.h"
 #include "datagen/shards/bert_spill_record.h"
+#include "datagen/shards/length_bins.h"
 #include "datagen/shards/rng_streams.h"
 
 namespace pretrain {
@@ -100,11 +101,13 @@ class SpillBuckets {
 };
 
 // Instances of every (document, pass), appended to their buckets; counts each bucket's records.
+// With length bins, bin b owns buckets [b·per_bin, (b + 1)·per_bin).
 void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, const SplitCorpus& corpus, bool valid,
                      SpillBuckets& buckets) {
+  const LengthBins bins = length_bins(o);
   std::filesystem::remove_all(o.spill_dir);
   make_dirs(o.spill_dir);
-  const size_t n_buckets = buckets.count();
+  const size_t n_buckets = buckets.count(), per_bin = n_buckets / size_t(bins.count());
   std::vector<uint64_t>& counts = buckets.counts();
   std::vector<std::FILE*> files(n_buckets);
   for (size_t b = 0; b < n_buckets; ++b) {
@@ -149,7 +152,7 @@ void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, co
       for (size_t k = 0; k < instances.size(); ++k) {
         const uint64_t h = CounterRng::mix(CounterRng::mix(CounterRng::mix(o.seed ^ kBucketStream) ^ global) ^
                                            (uint64_t(b->pass) << 32 | k));
-        const size_t bucket = size_t(h % n_buckets);
+        const size_t bucket = size_t(bins.bin_of(instances[k].tokens.size())) * per_bin + size_t(h % per_bin);
         append_spill_record(instances[k], b->out[bucket]);
         ++b->n[bucket];
       }
@@ -177,39 +180,44 @@ void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, co
   buckets.mark_complete();
 }
 
-// Each bucket read whole, its records shuffled, and dealt in that order into the shards.
+// Each bucket read whole, its records shuffled, and dealt in that order into the shards (with
+// length bins: each bin's buckets into that bin's shards).
 void write_shuffled(const BertCounterOptions& o, const BertMaskVocab& vocab, SpillBuckets& buckets,
                     const SplitOutput& output, MakeShardsStats& stats) {
   const StageClock write_clock;
+  const LengthBins bins = length_bins(o);
   const std::vector<uint64_t>& counts = buckets.counts();
+  const size_t per_bin = buckets.count() / size_t(bins.count());
   const uint64_t total = std::accumulate(counts.begin(), counts.end(), uint64_t{0});
   (output.valid ? stats.valid_instances : stats.instances) += total;
   const BertShardFillerOptions filler_options{.seq_len = o.instances.seq_len,
                                               .max_predictions = o.instances.max_predictions,
                                               .compression_level = o.compression_level,
                                               .mask_id = vocab.mask};
-  ShardSeries series(output, bert_shard_format(filler_options), equal_sizes(total, output.num_shards));
-  BertShardFiller filler(series, filler_options, stats);
+  BertSplitWriter writer(output, bins, filler_options, stats);
   Progress progress(output.valid ? "shards (valid)" : "shards", total);
   std::vector<size_t> offsets;
-  for (size_t b = 0; b < buckets.count(); ++b) {
-    const std::string path = buckets.path(b);
-    const std::string data = read_file(path);
-    offsets.clear();
-    offsets.reserve(counts[b]);
-    for (size_t at = 0; at < data.size(); at += SpillRecord(data.data() + at, data.size() - at, path, at).bytes)
-      offsets.push_back(at);
-    if (offsets.size() != counts[b]) throw Error(Where{path}, "spill bucket does not hold the records counted");
-    CounterRng rng(o.seed, b, kShuffleStream - (output.valid ? 1 : 0));
-    rng.shuffle(offsets);
-    for (size_t at : offsets) filler.add(SpillRecord(data.data() + at, data.size() - at, path, at));
-    progress.add(offsets.size());
+  for (int bin = 0; bin < bins.count(); ++bin) {
+    const size_t first = size_t(bin) * per_bin, last = first + per_bin;
+    writer.begin_bin(bin, std::accumulate(counts.begin() + long(first), counts.begin() + long(last), uint64_t{0}));
+    for (size_t b = first; b < last; ++b) {
+      const std::string path = buckets.path(b);
+      const std::string data = read_file(path);
+      offsets.clear();
+      offsets.reserve(counts[b]);
+      for (size_t at = 0; at < data.size(); at += SpillRecord(data.data() + at, data.size() - at, path, at).bytes)
+        offsets.push_back(at);
+      if (offsets.size() != counts[b]) throw Error(Where{path}, "spill bucket does not hold the records counted");
+      CounterRng rng(o.seed, b, kShuffleStream - (output.valid ? 1 : 0));
+      rng.shuffle(offsets);
+      for (size_t at : offsets) writer.add(SpillRecord(data.data() + at, data.size() - at, path, at));
+      progress.add(offsets.size());
+    }
+    writer.end_bin();
   }
-  filler.finish();
   progress.finish();
-  stats.shards += series.count();
   write_clock.add_to(stats.write_seconds, stats.write_cpu_seconds);
-  series.finish(stats.to_json(o.instances.seq_len));
+  writer.finish(stats.to_json(o.instances.seq_len));
 }
 
 }  // namespace
@@ -227,11 +235,12 @@ void write_bert_counter_split(const BertCounterOptions& o, const BertMaskVocab& 
   output.check();
   const SplitCorpus corpus(store, documents, o.store_resident_budget);
   // Buckets: enough that one fits the memory budget (≈ 6 bytes per token and pass), at least one
-  // per shard, and no more than the open-file limit allows.
+  // per shard, and no more than the open-file limit allows; as many for each length bin.
   const double est_bytes = double(corpus.tokens()) * o.dupe_factor * 6.5;
-  size_t n_buckets = std::max<size_t>(size_t(output.num_shards), size_t(std::ceil(est_bytes / double(o.bucket_bytes))));
-  n_buckets = std::min(n_buckets, max_open_buckets());
-  SpillBuckets buckets(o.spill_dir, n_buckets, output.manifest.extra.value("key", nlohmann::json()));
+  const size_t n_bins = size_t(length_bins(o).count());
+  size_t per_bin = std::max<size_t>(size_t(output.num_shards), size_t(std::ceil(est_bytes / double(o.bucket_bytes))));
+  per_bin = std::max<size_t>(1, std::min(per_bin, max_open_buckets() / n_bins));
+  SpillBuckets buckets(o.spill_dir, n_bins * per_bin, output.manifest.extra.value("key", nlohmann::json()));
 
   const StageClock spill_clock;
   if (!buckets.load_complete()) spill_instances(o, vocab, corpus, output.valid, buckets);

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "datagen/shards/bert_shard_filler.h"
 #include "datagen/shards/bert_spill_record.h"
+#include "datagen/shards/length_bins.h"
 
 namespace pretrain {
 
@@ -31,18 +32,24 @@ void write_bert_python_shards(const BertPythonOptions& o, const BertMaskVocab& v
                                               .max_predictions = o.instances.max_predictions,
                                               .compression_level = o.compression_level,
                                               .mask_id = vocab.mask};
-  ShardSeries series(output, bert_shard_format(filler_options), equal_sizes(instances.size(), output.num_shards));
-  BertShardFiller filler(series, filler_options, stats);
+  // With length bins, each bin's instances in the script's order, bin by bin.
+  const LengthBins bins = length_bins(o);
+  std::vector<uint64_t> per_bin(size_t(bins.count()), 0);
+  for (const auto& inst : instances) ++per_bin[size_t(bins.bin_of(inst.tokens.size()))];
+  BertSplitWriter writer(output, bins, filler_options, stats);
   std::string buffer;  // one instance as a spill record: the rows and statistics come from one place
-  for (const auto& inst : instances) {
-    buffer.clear();
-    append_spill_record(inst, buffer);
-    filler.add(SpillRecord(buffer.data(), buffer.size(), "(memory)", 0));
+  for (int bin = 0; bin < bins.count(); ++bin) {
+    writer.begin_bin(bin, per_bin[size_t(bin)]);
+    for (const auto& inst : instances) {
+      if (bins.bin_of(inst.tokens.size()) != bin) continue;
+      buffer.clear();
+      append_spill_record(inst, buffer);
+      writer.add(SpillRecord(buffer.data(), buffer.size(), "(memory)", 0));
+    }
+    writer.end_bin();
   }
-  filler.finish();
-  stats.shards = series.count();
   write_clock.add_to(stats.write_seconds, stats.write_cpu_seconds);
-  series.finish(stats.to_json(o.instances.seq_len));
+  writer.finish(stats.to_json(o.instances.seq_len));
 }
 
 }  // namespace pretrain

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/manifest.h"
+#include "datagen/shards/length_bins.h"
 
 namespace pretrain {
 
@@ -21,6 +22,7 @@ void BertStageOptions::check() const {
                          .max_predictions = instances.max_predictions,
                          .compression_level = compression_level}
       .check();
+  length_bins(*this).check();
 }
 
 ShardFormat bert_shard_format(const BertShardFillerOptions& o) {
@@ -64,7 +66,7 @@ void BertShardFiller::count(const SpillRecord& r) {
   s.short_target_instances += short_target;
   s.document_passes += first;
   s.short_document_passes += first && short_target;
-  const int seq_len = options_.seq_len;
+  const int seq_len = options_.histogram_seq_len > 0 ? options_.histogram_seq_len : options_.seq_len;
   const size_t width = size_t(std::max(1, seq_len / 16));
   if (s.length_histogram.empty()) s.length_histogram.assign(size_t(seq_len) / width + 1, 0);
   ++s.length_histogram[std::min(s.length_histogram.size() - 1, r.tokens.size() / width)];

@@ -18,6 +18,7 @@ struct BertShardFillerOptions {
   int max_predictions = 20;
   int compression_level = 4;  // gzip level of the HDF5 chunks (0–9)
   TokenId32 mask_id = -1;     // [MASK], to count how each prediction was masked
+  int histogram_seq_len = 0;  // the length histogram's range (0: seq_len); a bin's shards use the run's
   // UsageError, naming the command-line option, for a value out of range: seq_len [5, 65535] and
   // max_predictions [1, 255] (a spill record holds them in 16 and 8 bits), compression_level [0, 9].
   void check() const;
@@ -30,8 +31,9 @@ struct BertStageOptions {
   int dupe_factor = 10;
   uint64_t seed = 12345;
   int compression_level = 4;
+  int bin_size = 0;  // --bin-size: LDDL's length bins (length_bins.h); 0: none
   // UsageError naming the command-line option: the filler's limits, masked_lm_prob in (0, 1],
-  // short_seq_prob in [0, 1], dupe_factor at least 1.
+  // short_seq_prob in [0, 1], dupe_factor at least 1, the bins' (LengthBins::check).
   void check() const;
 };
 

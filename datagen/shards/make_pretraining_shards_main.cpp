@@ -41,7 +41,12 @@ int main(int argc, char** argv) {
                  "Mersenne Twister, sequential, equal to create_pretraining_data.py")
       ->check(CLI::IsMember({"counter", "python"}))
       ->capture_default_str();
-  app.add_option("--num-shards", o.num_shards, "output shards (equal record counts ±1)")->capture_default_str();
+  app.add_option("--num-shards", o.num_shards, "output shards (equal record counts ±1); with --bin-size, per bin")
+      ->capture_default_str();
+  app.add_option("--bin-size", o.bin_size,
+                 "BERT: LDDL's sequence-length bins of this width (must divide --seq-len): bin-NN/ shard sets "
+                 "padded to each bin's upper length; 0: no bins")
+      ->capture_default_str();
   app.add_option("--valid-fraction", o.valid_fraction, "share of documents held out into <output>/valid")
       ->capture_default_str();
   app.add_option("--format", format, "GPT: megatron (.bin/.idx) or llmc (llm.c .bin)")

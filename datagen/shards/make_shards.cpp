@@ -42,6 +42,12 @@ nlohmann::json run_key(const MakeShardsOptions& o, const nlohmann::json& store_k
           {"gpt_format", o.gpt_format == GptFormat::megatron ? "megatron" : "llmc"}};
 }
 
+nlohmann::json split_key(const MakeShardsOptions& o, const nlohmann::json& store_key, bool valid) {
+  nlohmann::json key = run_key(o, store_key, valid);
+  if (o.bin_size > 0) key["bin_size"] = o.bin_size;  // absent without bins: unbinned keys stay as they were
+  return key;
+}
+
 std::string work_dir(const MakeShardsOptions& o) { return path_join(o.output_dir, ".work"); }
 
 SplitOutput split_output(const MakeShardsOptions& o, const TokenizerInfo& tokenizer, const nlohmann::json& store_key,
@@ -54,7 +60,7 @@ SplitOutput split_output(const MakeShardsOptions& o, const TokenizerInfo& tokeni
   out.manifest.tool = cat("make-pretraining-shards ", version_string());
   out.manifest.args = o.args;
   out.manifest.seed = o.seed;
-  out.manifest.extra["key"] = run_key(o, store_key, valid);
+  out.manifest.extra["key"] = split_key(o, store_key, valid);
   out.resume = o.resume;
   out.stop_after_shards = o.stop_after_shards;
   return out;
@@ -73,7 +79,11 @@ DocumentSplitOptions split_options(const MakeShardsOptions& o) {
 }
 
 BertStageOptions bert_stage_options(const MakeShardsOptions& o) {
-  return {.instances = o.bert, .dupe_factor = o.dupe_factor, .seed = o.seed, .compression_level = o.compression_level};
+  return {.instances = o.bert,
+          .dupe_factor = o.dupe_factor,
+          .seed = o.seed,
+          .compression_level = o.compression_level,
+          .bin_size = o.bin_size};
 }
 
 BertCounterOptions bert_counter_options(const MakeShardsOptions& o, bool valid) {
@@ -91,6 +101,8 @@ void check_options(const MakeShardsOptions& o) {
   split_output(o, TokenizerInfo{}, nlohmann::json(), false).check();
   split_options(o).check();
   if (o.dupe_factor < 1) throw UsageError("--dupe-factor must be at least 1");  // gpt too, as it always was
+  if (o.bin_size != 0 && o.model != ModelKind::bert)
+    throw UsageError("--bin-size bins BERT instances by length; GPT samples are all --seq-len long");
   if (o.model == ModelKind::bert) {
     if (o.rng == ShardRng::python)
       bert_stage_options(o).check();

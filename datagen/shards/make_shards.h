@@ -51,7 +51,8 @@ struct MakeShardsOptions {
   int compression_level = 4;
   uint64_t seed = 12345;
   ShardRng rng = ShardRng::counter;
-  int num_shards = 1;
+  int num_shards = 1;          // per split; with bin_size, per bin (at most one per record)
+  int bin_size = 0;            // BERT: LDDL's length bins (length_bins.h); 0: none
   double valid_fraction = 0;  // share of documents held out into <output>/valid/
   std::string lang = "en";    // sentence splitting of document-shard inputs
   GptFormat gpt_format = GptFormat::megatron;

@@ -8,7 +8,9 @@ input_mask), and counts the tokens a trainer computes per real token:
   * packed: records packed first-fit-decreasing into sequences of seq_len, at most --max-pack per
     sequence; each sequence computes seq_len tokens.
 This is the reference the binning and packing of make-pretraining-shards (issue 17) are held to.
-  padding.py SHARD_DIR_OR_FILE... [--bin-size 64 [32 ...]] [--max-pack 3]
+With --made-binned DIR (make-pretraining-shards --bin-size output of the same instances), the
+bins' own shards are counted too and set beside the reference's figure for that bin size.
+  padding.py SHARD_DIR_OR_FILE... [--bin-size 64 [32 ...]] [--max-pack 3] [--made-binned DIR]
 """
 import argparse
 import glob
@@ -80,6 +82,7 @@ def main():
     ap.add_argument("--bin-size", type=int, nargs="+", default=[64, 32])
     ap.add_argument("--max-pack", type=int, default=3)
     ap.add_argument("--label", default="")
+    ap.add_argument("--made-binned", default="", help="make-pretraining-shards --bin-size output of the same run")
     a = ap.parse_args()
     lengths, seq_len, files = lengths_of(a.shards)
     real = int(lengths.sum())
@@ -98,6 +101,28 @@ def main():
         print(f"| {name} | {seqs:,} | {computed:,} | {computed / real:.3f} | {1 - real / computed:.1%} |")
     for tag, _, _, computed in rows:  # machine-readable: seq_len, case, tokens computed per real token
         print(f"RESULT {seq_len} {tag} {computed / real:.4f}")
+    if a.made_binned:
+        made_binned(a.made_binned, rows, real)
+
+
+def made_binned(out, rows, reference_real):
+    """The binned shards make-pretraining-shards wrote: tokens they make a trainer compute (each bin
+    padded to its edge) per real token, beside the reference's figure for the same bin size."""
+    import json
+    m = json.load(open(os.path.join(out, "manifest.json")))
+    real = computed = 0
+    for b in m["extra"]["bins"]:
+        lengths, bin_len, _ = lengths_of([os.path.join(out, b["dir"])])
+        real += int(lengths.sum())
+        computed += len(lengths) * bin_len
+    if real != reference_real:
+        raise SystemExit(f"{out}: {real} real tokens, the unbinned shards {reference_real}: not the same instances")
+    ours = computed / real
+    reference = dict((tag, c / reference_real) for tag, _, _, c in rows)[f"bin{m['extra']['bin_size']}"]
+    print(f"| make-pretraining-shards --bin-size {m['extra']['bin_size']} (ours, from its shards) | reference | ratio |")
+    print("|---|---:|---:|")
+    print(f"| {ours:.3f} per real token | {reference:.3f} | {ours / reference:.3f} |")
+    print(f"RESULT {m['seq_len']} made_bin{m['extra']['bin_size']} {ours:.4f}")
 
 
 if __name__ == "__main__":

@@ -384,21 +384,104 @@ TEST_F(MakeShards, ResumeRewritesAGptShardWhoseIndexIsDamaged) {
 }
 
 TEST_F(MakeShards, OutputIsByteIdenticalAtOneAndTwoThreads) {
-  for (ModelKind model : {ModelKind::bert, ModelKind::gpt}) {
+  for (const std::string kind : {"bert", "gpt", "bert-binned"}) {
     std::vector<std::map<std::string, std::string>> outs;
     for (int threads : {1, 2}) {
       tbb::global_control cap(tbb::global_control::max_allowed_parallelism, size_t(threads));
-      const std::string out = dir.file(std::string(model == ModelKind::bert ? "bert-" : "gpt-") + std::to_string(threads));
+      const std::string out = dir.file(kind + "-" + std::to_string(threads));
       MakeShardsOptions o = bert_options(corpus, out);
-      o.model = model;
+      o.model = kind == "gpt" ? ModelKind::gpt : ModelKind::bert;
+      o.bin_size = kind == "bert-binned" ? 8 : 0;
       o.valid_fraction = 0.2;
       o.store_resident_budget = 1;  // the token store read through windows past its budget
       run_make_shards(o);
       outs.push_back(output_files(out));
     }
     ASSERT_GE(outs[0].size(), 5u);  // shards, manifests, a valid split
-    EXPECT_EQ(outs[0], outs[1]) << (model == ModelKind::bert ? "bert" : "gpt");
+    EXPECT_EQ(outs[0], outs[1]) << kind;
   }
+}
+
+// Every record of a BERT shard set (plain, or every bin of a binned one), unpadded, as text; with
+// the padded length each record was stored at.
+struct StoredRecord {
+  std::string record;
+  int64_t stored_length;
+  bool operator<(const StoredRecord& o) const { return record < o.record; }
+};
+std::vector<StoredRecord> bert_records(const std::string& dir) {
+  const Manifest m = Manifest::read(path_join(dir, kManifestName));
+  std::vector<StoredRecord> out;
+  if (m.format == kFormatBertHdf5Binned) {
+    for (const auto& bin : m.extra.at("bins")) {
+      auto more = bert_records(path_join(dir, bin.at("dir").get<std::string>()));
+      out.insert(out.end(), more.begin(), more.end());
+    }
+    return out;
+  }
+  for (const ShardEntry& e : m.shards) {
+    BertShardReader reader(path_join(dir, e.file));
+    for (int64_t r = 0; r < reader.size(); ++r) {
+      const BertRecord rec = reader.read(r);
+      size_t n = 0;
+      while (n < rec.input_mask.size() && rec.input_mask[n]) ++n;
+      std::string text;
+      for (size_t j = 0; j < n; ++j) text += cat(rec.input_ids[j], "/", rec.segment_ids[j], " ");
+      for (size_t k = 0; k < rec.masked_lm_positions.size(); ++k)
+        text += cat(rec.masked_lm_positions[k], ":", rec.masked_lm_ids[k], " ");
+      out.push_back({cat(text, "nsp ", rec.next_sentence_label, " length ", n), reader.seq_len()});
+    }
+  }
+  return out;
+}
+
+TEST_F(MakeShards, BinnedShardsHoldTheSameRecordsEachInItsBin) {
+  for (ShardRng rng : {ShardRng::counter, ShardRng::python}) {
+    const std::string tag = rng == ShardRng::python ? "python" : "counter";
+    MakeShardsOptions o = bert_options(corpus, dir.file("plain-" + tag));
+    o.rng = rng;
+    o.valid_fraction = rng == ShardRng::python ? 0 : 0.2;
+    run_make_shards(o);
+    o.output_dir = dir.file("binned-" + tag);
+    o.bin_size = 8;
+    const MakeShardsStats stats = run_make_shards(o);
+    for (const std::string split : {"", "valid"}) {
+      if (rng == ShardRng::python && !split.empty()) continue;
+      const std::string binned = path_join(o.output_dir, split);
+      auto plain = bert_records(path_join(dir.file("plain-" + tag), split));
+      auto bins = bert_records(binned);
+      ASSERT_FALSE(plain.empty());
+      ASSERT_EQ(plain.size(), bins.size()) << tag << " " << split;
+      for (const StoredRecord& r : bins) {
+        const int64_t n = std::stoll(r.record.substr(r.record.rfind(' ') + 1));
+        EXPECT_EQ(r.stored_length, ((n - 1) / 8 + 1) * 8) << "LDDL's bin (n − 1) / 8, padded to its edge: " << r.record;
+      }
+      std::sort(plain.begin(), plain.end());
+      std::sort(bins.begin(), bins.end());
+      for (size_t i = 0; i < plain.size(); ++i) ASSERT_EQ(plain[i].record, bins[i].record) << tag << " " << split;
+      const Manifest m = Manifest::read(path_join(binned, kManifestName));
+      EXPECT_EQ(m.format, kFormatBertHdf5Binned);
+      EXPECT_TRUE(m.complete);
+      uint64_t listed = 0;
+      for (uint64_t n : m.extra.at("bin_records").get<std::vector<uint64_t>>()) listed += n;
+      EXPECT_EQ(listed, bins.size());
+    }
+    EXPECT_EQ(stats.instances, bert_records(o.output_dir).size());
+  }
+}
+
+TEST_F(MakeShards, BinnedRunResumesToTheSameOutput) {
+  MakeShardsOptions o = bert_options(corpus, dir.file("whole"));
+  o.bin_size = 8;
+  run_make_shards(o);
+  o.output_dir = dir.file("cut");
+  o.stop_after_shards = 2;
+  EXPECT_THROW(run_make_shards(o), MakeShardsInterrupted);
+  EXPECT_FALSE(Manifest::read(path_join(o.output_dir, kManifestName)).complete) << "a cut binned run looks unfinished";
+  o.stop_after_shards = 0;
+  o.resume = true;
+  run_make_shards(o);
+  EXPECT_EQ(output_files(dir.file("whole")), output_files(o.output_dir));
 }
 
 TEST_F(MakeShards, BadOptionsAreRefusedBeforeAnythingIsWritten) {
@@ -421,6 +504,9 @@ TEST_F(MakeShards, BadOptionsAreRefusedBeforeAnythingIsWritten) {
       {[](MakeShardsOptions& o) { o.bert.short_seq_prob = -0.5; }, "--short-seq-prob"},
       {[](MakeShardsOptions& o) { o.compression_level = 10; }, "--compression-level"},
       {[](MakeShardsOptions& o) { o.rng = ShardRng::python; o.valid_fraction = 0.1; }, "--rng python"},
+      {[](MakeShardsOptions& o) { o.bin_size = 7; }, "--bin-size 7 must divide --seq-len 32"},
+      {[](MakeShardsOptions& o) { o.bin_size = 4; }, "--bin-size"},
+      {[](MakeShardsOptions& o) { o.model = ModelKind::gpt; o.bin_size = 8; }, "--bin-size"},
   };
   const std::string out = dir.file("refused");
   for (const Case& c : cases) {

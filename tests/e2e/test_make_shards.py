@@ -7,6 +7,8 @@
   sorted inside the sequence, never on CLS/SEP, labels = the original tokens); statistics within the
   issue's bounds (masked 15% ± 0.5%, 80/10/10 ± 2%, NSP random 50% ± 2%, short targets ≈ 10%).
 - Interrupted after one shard, then --resume: the same bytes as an uninterrupted run.
+- --bin-size (LDDL's length bins): each bin a plain NVIDIA shard set h5py reads, together the
+  unbinned run's records, each in its bin; the same bytes at 1 and 2 threads; shard-tool verify.
 - Killed (SIGKILL) while tokenizing, then --resume: it continues from the last checkpoint (not
   from the start) and gives the same bytes as an uninterrupted run.
 - GPT: Megatron and llm.c outputs hold every document once, each ending in EOD; valid split.
@@ -126,6 +128,53 @@ def bert_checks(data, tmp):
         fail("a resumed run differs from an uninterrupted one")
     if os.path.exists(os.path.join(cut, ".work")):
         fail("the work directory is left behind")
+    binned_checks(common, one, tmp)
+
+
+def rows(path):
+    """Each record of a BERT shard, unpadded, as a hashable tuple."""
+    with h5py.File(path, "r") as f:
+        d = {k: f[k][...] for k in f}
+    out = []
+    for i in range(d["input_ids"].shape[0]):
+        n = int(d["input_mask"][i].sum())
+        out.append((tuple(d["input_ids"][i, :n]), tuple(d["segment_ids"][i, :n]), tuple(d["masked_lm_positions"][i]),
+                    tuple(d["masked_lm_ids"][i]), int(d["next_sentence_labels"][i])))
+    return out
+
+
+def binned_checks(common, plain, tmp):
+    """--bin-size 32 at seq 128 (LDDL's rule: 4 bins): every bin a plain NVIDIA shard set that h5py
+    reads with the unbinned files' datasets and dtypes, padded to the bin's edge, each record in
+    bin (n - 1) // 32; together the unbinned run's records; the same bytes at 1 and 2 threads."""
+    out, out2 = os.path.join(tmp, "binned"), os.path.join(tmp, "binned2")
+    run(*common, "-o", out, "--bin-size", 32, "--threads", 1)
+    run(*common, "-o", out2, "--bin-size", 32, "--threads", 2)
+    m = manifest(out)
+    if m["format"] != "bert-hdf5-binned" or not m["complete"] or m["extra"]["bin_size"] != 32:
+        fail(f"binned manifest: {m['format']} complete={m['complete']} {m['extra'].get('bin_size')}")
+    with h5py.File(glob.glob(os.path.join(plain, "train-*.hdf5"))[0], "r") as f:
+        layout = {k: f[k].dtype for k in f}
+    binned_rows, counts = [], []
+    for b in m["extra"]["bins"]:
+        d = os.path.join(out, b["dir"])
+        if files_bytes(d, "*.hdf5") != files_bytes(os.path.join(out2, b["dir"]), "*.hdf5"):
+            fail(f"{b['dir']}: binned shards differ between 1 and 2 threads")
+        check_bert_records(d, 30522)
+        for path in sorted(glob.glob(os.path.join(d, "train-*.hdf5"))):
+            with h5py.File(path, "r") as f:
+                if {k: f[k].dtype for k in f} != layout or f["input_ids"].shape[1] != b["max_length"]:
+                    fail(f"{path}: not the NVIDIA layout of the unbinned shards at length {b['max_length']}")
+            for r in rows(path):
+                if (len(r[0]) - 1) // 32 != b["bin"]:
+                    fail(f"{path}: a record of {len(r[0])} tokens in bin {b['bin']}")
+                binned_rows.append(r)
+        counts.append(b["records"])
+    plain_rows = [r for p in sorted(glob.glob(os.path.join(plain, "train-*.hdf5"))) for r in rows(p)]
+    if sorted(plain_rows) != sorted(binned_rows) or sum(m["extra"]["bin_records"]) != len(plain_rows):
+        fail("the bins do not hold exactly the unbinned run's records")
+    cu.run_expecting(cu.tool("shard-tool"), "verify", out)
+    print(f"bert --bin-size 32: records per bin {counts}, h5py reads each bin as NVIDIA's layout")
 
 
 def tokenize_resume_checks(data, tmp):
