@@ -475,6 +475,21 @@ TEST_F(LoaderTest, AnIncompleteManifestIsRefused) {
   EXPECT_THROW(Loader{bert_config(dir.path())}, Error);
 }
 
+TEST_F(LoaderTest, ABinnedSplitNamesABinToRead) {
+  // make-pretraining-shards --bin-size: the split's manifest lists bins, not shards.
+  Manifest m = Manifest::read(path_join(dir.path(), kManifestName));
+  m.format = kFormatBertHdf5Binned;
+  m.shards.clear();
+  m.write(path_join(dir.path(), kManifestName));
+  try {
+    Loader loader(bert_config(dir.path()));
+    ADD_FAILURE() << "a binned split loaded as one shard set";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--bin-size"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path_join(dir.path(), "bin-00")), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(LoaderTest, HoldingEveryslotIsAnErrorNotAHang) {
   LoaderConfig c = bert_config(dir.path());
   c.prefetch = 2;
