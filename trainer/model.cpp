@@ -340,7 +340,9 @@ struct Model::Plan {
   std::vector<LayerWeights> lw, lg;  // weights and gradients of each layer this rank holds
   int64_t B = 0, T = 0, P = 0;
   std::vector<int> slots;
-  DeviceBuffer<float> arena;
+  bool planned = false;  // the activations are carved for (B, T, P, slots)
+  size_t carved = 0;     // floats of the arena this plan uses
+  DeviceBuffer<float> arena;  // the largest plan's size: a smaller one is carved out of it
   DeviceBuffer<int32_t> ints;
   std::vector<std::vector<Acts>> acts;  // [chunk][slot]
   // Scratch that one forward or backward op uses and leaves (shared by every slot).
@@ -435,21 +437,27 @@ size_t Model::carve(Plan& p, float* base, int64_t B, int64_t T, int64_t P, const
 
 void Model::plan_for(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) {
   Plan& p = *plan_;
-  if (p.B == B && p.T == T && p.P == P && p.slots == slots && p.arena.get()) return;
+  if (p.B == B && p.T == T && p.P == P && p.slots == slots && p.planned) return;
   if (slots.size() != shard_.chunks.size()) throw Error("model: one slot count per chunk expected");
   if (shard_.sequence_parallel && (B * T) % shard_.tensor_size != 0)
     throw UsageError(cat("--sequence-parallel: batch × sequence (", B, " × ", T, ") is not a multiple of --tensor-parallel ",
                          shard_.tensor_size));
   const int64_t M = B * P;
-  p.arena.reset();
-  p.arena = DeviceBuffer<float>(device_, carve(p, nullptr, B, T, P, slots));
+  // A smaller step (a shorter bin of LDDL-binned batches, a short last batch) is carved out of the
+  // arena it fits in: planned once for the largest, steps of other lengths allocate nothing.
+  const size_t need = carve(p, nullptr, B, T, P, slots);
+  if (p.arena.size() < need) {
+    p.arena.reset();
+    p.arena = DeviceBuffer<float>(device_, need);
+  }
   carve(p, p.arena.get(), B, T, P, slots);
-  p.ints = DeviceBuffer<int32_t>(device_, size_t(2 * M + B));
+  p.carved = need;
+  if (p.ints.size() < size_t(2 * M + B)) p.ints = DeviceBuffer<int32_t>(device_, size_t(2 * M + B));
   p.mlm_rows = p.ints.get(), p.mlm_targets = p.ints.get() + M, p.cls_rows = p.ints.get() + 2 * M;
   std::vector<int32_t> cls(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) cls[size_t(b)] = int32_t(b * T);
   if (B) copy_to_device(device_, p.cls_rows, cls.data(), cls.size() * sizeof(int32_t));
-  p.B = B, p.T = T, p.P = P, p.slots = slots;
+  p.B = B, p.T = T, p.P = P, p.slots = slots, p.planned = true;
 }
 
 size_t Model::planned_activation_bytes(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) const {
@@ -471,7 +479,7 @@ void Model::set_lm_head_rows(int64_t rows) {
   plan_->B = -1;
 }
 
-size_t Model::activation_bytes() const { return plan_->arena.size() * sizeof(float); }
+size_t Model::activation_bytes() const { return plan_->carved * sizeof(float); }
 
 // ---------------------------------------------------------------- construction
 Model::Model(const ModelConfig& config, const ModelShard& shard, Unallocated)

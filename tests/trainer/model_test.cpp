@@ -32,7 +32,7 @@ ModelConfig tiny(ModelKind kind) {
 struct Data {
   int64_t B = 3, T = 8, P = 3;
   std::vector<int32_t> ids, types, mask, positions, mlm_ids, nsp, targets;
-  explicit Data(uint32_t seed) {
+  explicit Data(uint32_t seed, int64_t tokens = 8) : T(tokens) {
     std::mt19937 gen(seed);
     auto id = [&] { return int32_t(gen() % 20) + 3; };
     for (int64_t i = 0; i < B * T; ++i) ids.push_back(id()), targets.push_back(id());
@@ -135,6 +135,34 @@ TEST_P(ModelTest, RecomputeGivesTheSameBitsWithLessMemory) {
   const size_t gelu = size_t(data.B * data.T * c.intermediate), probs = size_t(data.B * c.heads * data.T * data.T);
   ASSERT_EQ((gelu % 64) + (probs % 64), 0u);  // the arena's 64-float alignment adds nothing
   EXPECT_EQ(kept - recomputed, (size_t(c.layers) - 1) * (gelu + 2 * probs) * sizeof(float));
+}
+
+// LDDL-binned batches change the sequence length from step to step: a model planned for the
+// longest carves a shorter step out of the same arena (no allocation) and computes exactly what a
+// model that only ever saw the shorter step does.
+TEST_P(ModelTest, AShorterStepIsCarvedOutOfTheLargerPlan) {
+  const ModelConfig c = tiny(GetParam());
+  const Data longer(4, 16), shorter(5, 8);
+  auto step = [&](Model& model, const Data& data) {
+    model.zero_grads();
+    const Losses l = model.step(data.inputs(GetParam()), true, 1.0f, 0);
+    std::vector<float> g(model.grads(), model.grads() + model.num_parameters());
+    g.push_back(float(l.total));
+    return g;
+  };
+  Model fresh(c, kCpu), reused(c, kCpu);
+  fresh.init_weights(5);
+  reused.init_weights(5);
+  const std::vector<float> expected = step(fresh, shorter);
+  step(reused, longer);
+  const size_t longer_bytes = reused.activation_bytes();
+  const size_t allocated = device_bytes_allocated().now;
+  EXPECT_EQ(step(reused, shorter), expected);
+  EXPECT_EQ(device_bytes_allocated().now, allocated) << "the shorter step allocated (or freed) memory";
+  EXPECT_LT(reused.activation_bytes(), longer_bytes);
+  EXPECT_EQ(reused.activation_bytes(), fresh.activation_bytes());
+  EXPECT_EQ(step(reused, longer).size(), expected.size());  // and back to the longest: still no reallocation
+  EXPECT_EQ(device_bytes_allocated().now, allocated);
 }
 
 // GPT's LM head in chunks of 5 rows (24 tokens: the last chunk partial) against one chunk: the
