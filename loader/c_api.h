@@ -19,7 +19,7 @@
  * Configuration is a JSON object whose keys are LoaderConfig's fields (loader/config_json.h has
  * the list): sources, weights, kind ("bert" | "gpt"), batch_size, seq_len, rank, world_size, seed,
  * shuffle, drop_last, epochs, workers, prefetch, device ("cpu" | "cuda" | "cuda:N"), pin_memory,
- * narrow_tokens, id_dtype ("int32" | "int64"), shuffle_window, add_extra_token,
+ * narrow_tokens, id_dtype ("int32" | "int64"), shuffle_window, bin_batches, add_extra_token,
  * samples_per_epoch, verify_checksums, dynamic_masking (bool), mask_probability,
  * max_predictions, mask_id, vocab_size, special_ids, consumer_stream (a cudaStream_t as an
  * integer). JSON rather than a struct so that options can be added without breaking the ABI.

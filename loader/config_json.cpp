@@ -98,6 +98,7 @@ const std::map<std::string, Setter>& setters() {
          else throw UsageError(cat("loader option 'id_dtype': expected \"int32\" or \"int64\", found \"", s, "\""));
        }},
       {"shuffle_window", [](LoaderConfig& c, const std::string& k, const json& v) { c.shuffle_window = get_int(k, v); }},
+      {"bin_batches", [](LoaderConfig& c, const std::string& k, const json& v) { c.bin_batches = get_int(k, v); }},
       {"add_extra_token", [](LoaderConfig& c, const std::string& k, const json& v) { c.add_extra_token = get_bool(k, v); }},
       {"samples_per_epoch", [](LoaderConfig& c, const std::string& k, const json& v) { c.samples_per_epoch = get_int(k, v); }},
       {"verify_checksums", [](LoaderConfig& c, const std::string& k, const json& v) { c.verify_checksums = get_bool(k, v); }},
@@ -165,6 +166,7 @@ json loader_config_to_json(const LoaderConfig& c) {
       {"narrow_tokens", c.narrow_tokens},
       {"id_dtype", dtype_name(c.id_dtype)},
       {"shuffle_window", c.shuffle_window},
+      {"bin_batches", c.bin_batches},
       {"add_extra_token", c.add_extra_token},
       {"samples_per_epoch", c.samples_per_epoch},
       {"verify_checksums", c.verify_checksums},

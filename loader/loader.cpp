@@ -11,7 +11,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <algorithm>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -103,70 +105,105 @@ namespace {
 // One step of a rank's walk through the epochs.
 struct Plan {
   uint64_t epoch = 0;
-  uint64_t index = 0;          // batch number within the epoch
+  uint64_t index = 0;          // batch number within the epoch (this rank's)
   uint64_t begin = 0, end = 0;  // positions of the epoch's order
   uint64_t consumed = 0;       // the epoch's samples consumed (globally) once this batch is
+  int64_t seq_len = 0;         // of its samples (a binned source: its bin's length)
   bool end_of_epoch = false;   // a mark: the epoch is over (begin/end unused)
   bool finished = false;       // past the last epoch: nothing more
 };
 
-// Global batch k of an epoch is positions [kG, (k+1)G), G = batch × world; rank r takes
-// [kG + rB, kG + (r+1)B). The tail (N mod G samples) is dropped, or with drop_last off split as
-// evenly as possible: rank r takes [KG + ⌊rR/w⌋, KG + ⌊(r+1)R/w⌋).
+// The epoch's order comes in runs (SampleSource::runs: one of the whole epoch, or a binned source's
+// draws) that no global batch straddles. In a run, global batch k is positions [kG, (k+1)G) of the
+// run, G = batch × world; rank r takes [kG + rB, kG + (r+1)B). A run's tail (its length mod G) is
+// dropped, or with drop_last off split as evenly as possible: rank r takes [KG + ⌊rR/w⌋, KG +
+// ⌊(r+1)R/w⌋) of it (a rank whose share is empty skips it).
 class Planner {
  public:
-  Planner(uint64_t samples, uint64_t batch, int rank, int world, bool drop_last, uint64_t epochs)
-      : n_(samples), b_(batch), g_(batch * uint64_t(world)), rank_(uint64_t(rank)), world_(uint64_t(world)),
-        drop_last_(drop_last), epochs_(epochs) {}
+  using Runs = std::function<std::vector<SampleSource::Run>(uint64_t epoch)>;
+  Planner() = default;
+  Planner(Runs runs, uint64_t batch, int rank, int world, bool drop_last, uint64_t epochs)
+      : runs_of_(std::move(runs)), b_(batch), g_(batch * uint64_t(world)), rank_(uint64_t(rank)),
+        world_(uint64_t(world)), drop_last_(drop_last), epochs_(epochs) {}
 
-  uint64_t epoch_end() const { return drop_last_ ? n_ / g_ * g_ : n_; }
   uint64_t global_batch() const { return g_; }
+  // This rank's batches in an epoch (the same in every epoch: a binned epoch's runs only reorder).
   uint64_t batches_per_epoch() const {
-    const uint64_t full = n_ / g_, tail = n_ - full * g_;
-    return full + (!drop_last_ && tail * (rank_ + 1) / world_ > tail * rank_ / world_ ? 1 : 0);
+    uint64_t n = 0;
+    for (const SampleSource::Run& r : runs_of_(0)) n += r.samples / g_ + (tail_share(r.samples) > 0 ? 1 : 0);
+    return n;
   }
 
   // Throws UsageError when `consumed` is not a point this walk passes through.
   void seek(uint64_t epoch, uint64_t consumed) {
-    if (consumed > epoch_end() || (consumed % g_ != 0 && consumed != epoch_end()))
-      throw UsageError(cat("state: ", consumed, " samples consumed is not a batch boundary of an epoch of ", n_,
-                           " samples in global batches of ", g_));
-    epoch_ = epoch;
-    consumed_ = consumed;
+    load(epoch);
+    uint64_t index = 0;
+    for (size_t i = 0; i < runs_.size(); ++i) {
+      const uint64_t start = starts_[i], length = runs_[i].samples, full = length / g_;
+      if (consumed >= start && consumed - start <= full * g_ && (consumed - start) % g_ == 0) {
+        index += (consumed - start) / g_;
+        return set(epoch, consumed, index);
+      }
+      index += full + (tail_share(length) > 0 ? 1 : 0);
+      if (consumed == start + length) return set(epoch, consumed, index);
+    }
+    throw UsageError(cat("state: ", consumed, " samples consumed is not a batch boundary of an epoch of ", total_,
+                         " samples in global batches of ", g_));
   }
 
   Plan next() {
     Plan p;
     p.epoch = epoch_;
     if (epochs_ && epoch_ >= epochs_) return p.finished = true, p;
-    const uint64_t full = n_ / g_;
-    if (consumed_ < full * g_) {
-      const uint64_t k = consumed_ / g_;
-      p.index = k;
-      p.begin = k * g_ + rank_ * b_;
-      p.end = p.begin + b_;
-      p.consumed = consumed_ += g_;
-      return p;
-    }
-    if (!drop_last_ && consumed_ < n_) {  // the tail
-      const uint64_t tail = n_ - full * g_;
-      p.index = full;
-      p.begin = full * g_ + tail * rank_ / world_;
-      p.end = full * g_ + tail * (rank_ + 1) / world_;
-      p.consumed = consumed_ = n_;
-      if (p.end > p.begin) return p;
+    load(epoch_);
+    while (consumed_ < total_) {
+      const size_t i = size_t(std::upper_bound(starts_.begin(), starts_.end(), consumed_) - starts_.begin() - 1);
+      const uint64_t start = starts_[i], length = runs_[i].samples, full = length / g_, at = consumed_ - start;
+      p.seq_len = runs_[i].seq_len;
+      if (at < full * g_) {
+        p.begin = start + at / g_ * g_ + rank_ * b_;
+        p.end = p.begin + b_;
+        p.consumed = consumed_ += g_;
+        p.index = index_++;
+        return p;
+      }
+      consumed_ = start + length;  // the run's tail: dropped, or this rank's share of it
+      if (drop_last_) continue;
+      const uint64_t tail = length - full * g_;
+      p.begin = start + full * g_ + tail * rank_ / world_;
+      p.end = start + full * g_ + tail * (rank_ + 1) / world_;
+      p.consumed = consumed_;
+      if (p.end > p.begin) return p.index = index_++, p;
     }
     p.end_of_epoch = true;
-    ++epoch_;
-    consumed_ = 0;
+    set(epoch_ + 1, 0, 0);
     return p;
   }
 
  private:
-  uint64_t n_, b_, g_, rank_, world_;
-  bool drop_last_;
-  uint64_t epochs_;
-  uint64_t epoch_ = 0, consumed_ = 0;
+  uint64_t tail_share(uint64_t run_length) const {
+    const uint64_t tail = run_length % g_;
+    return drop_last_ ? 0 : tail * (rank_ + 1) / world_ - tail * rank_ / world_;
+  }
+  void set(uint64_t epoch, uint64_t consumed, uint64_t index) { epoch_ = epoch, consumed_ = consumed, index_ = index; }
+  void load(uint64_t epoch) {
+    if (loaded_ && loaded_epoch_ == epoch) return;
+    runs_ = runs_of_(epoch);
+    starts_.clear();
+    total_ = 0;
+    for (const SampleSource::Run& r : runs_) starts_.push_back(total_), total_ += r.samples;
+    loaded_ = true, loaded_epoch_ = epoch;
+  }
+
+  Runs runs_of_;
+  uint64_t b_ = 1, g_ = 1, rank_ = 0, world_ = 1;
+  bool drop_last_ = true;
+  uint64_t epochs_ = 0;
+  uint64_t epoch_ = 0, consumed_ = 0, index_ = 0;
+  bool loaded_ = false;
+  uint64_t loaded_epoch_ = 0, total_ = 0;
+  std::vector<SampleSource::Run> runs_;
+  std::vector<uint64_t> starts_;
 };
 
 // -1: the CPU; otherwise the CUDA device's index.
@@ -181,6 +218,7 @@ void check_config(const LoaderConfig& c) {
   if (c.rank < 0 || c.rank >= c.world_size) throw UsageError(cat("rank ", c.rank, " is outside [0, ", c.world_size, ")"));
   if (c.workers < 1) throw UsageError(cat("workers must be at least 1, not ", c.workers));
   if (c.prefetch < 1) throw UsageError(cat("prefetch must be at least 1, not ", c.prefetch));
+  if (c.bin_batches < 1) throw UsageError(cat("bin_batches must be at least 1, not ", c.bin_batches));
   if (c.id_dtype != TensorDType::i32 && c.id_dtype != TensorDType::i64)
     throw UsageError(cat("id_dtype must be int32 or int64, not ", dtype_name(c.id_dtype)));
   if (c.kind == ModelKind::gpt && c.seq_len <= 0) throw UsageError("a GPT loader needs seq_len (tokens per sample)");
@@ -257,8 +295,11 @@ struct Loader::Impl {
   // runs what no worker has started, so closing never waits for a worker that may not come.
   tbb::task_group background;
   std::unique_ptr<SampleSource> source;
-  SlotLayout slot;
+  SlotLayout slot;   // the longest batch's: what the ring's slots hold
   OutputLayout out;
+  // Per sequence length a batch may have (one, or a binned source's bin lengths): its layouts,
+  // inside the slots (made at construction; the driver and next() only read them).
+  std::map<int64_t, std::pair<SlotLayout, OutputLayout>> layouts;
   std::shared_ptr<Ring> ring;
   std::optional<MaskingPlan> masking;
   uint64_t fingerprint = 0;
@@ -266,7 +307,7 @@ struct Loader::Impl {
 
   // Producer side (the driver thread).
   std::thread thread;
-  Planner planner{1, 1, 0, 1, true, 0};
+  Planner planner;
   std::atomic<bool> stop{false};
   bool planned_all = false;  // the planner said "finished": the driver ends once it is out
   std::atomic<int64_t> read_nanos{0};
@@ -277,7 +318,7 @@ struct Loader::Impl {
   bool pipeline_done = false;
 
   // Consumer side.
-  Planner consumer_view{1, 1, 0, 1, true, 0};  // only for batches_per_epoch()
+  Planner consumer_view;  // only for batches_per_epoch() and checking a state to restore
   LoaderState position;
   bool finished = false;
   std::exception_ptr failure;
@@ -301,6 +342,7 @@ struct Loader::Impl {
     device = device_index(config.device);
     std::vector<ShardSet> sets = resolve_sources(config);
     // Blends and sources run their background work in our arena.
+    const bool binned = std::any_of(sets.begin(), sets.end(), [](const ShardSet& s) { return s.bin_length > 0; });
     if (config.kind == ModelKind::bert) {
       BertSourceOptions o;
       o.sets = std::move(sets);
@@ -311,7 +353,14 @@ struct Loader::Impl {
       o.background = [this](std::function<void()> task) {
         arena.execute([&] { background.run(std::move(task)); });
       };
-      source = make_bert_source(o);
+      if (binned) {
+        if (config.seq_len > 0)
+          throw UsageError(cat("seq_len ", config.seq_len, ": binned shards come at each bin's length (leave it 0)"));
+        const uint64_t group = uint64_t(config.batch_size) * uint64_t(config.world_size) * uint64_t(config.bin_batches);
+        source = make_binned_bert_source({.bert = std::move(o), .group = group, .drop_short = config.drop_last});
+      } else {
+        source = make_bert_source(o);
+      }
     } else {
       GptSourceOptions o;
       if (config.weights.empty() && sets.size() > 1) {  // one dataset over every source's files
@@ -342,12 +391,20 @@ struct Loader::Impl {
     if (config.masking.enabled) masking = make_masking(predictions);
     slot = SlotLayout::make(config.kind, config.batch_size, source->seq_len(), predictions, source->vocab_size(),
                             config.narrow_tokens);
+    std::vector<int64_t> lengths{source->seq_len()};
+    for (const SampleSource::Run& r : source->runs(0)) lengths.push_back(r.seq_len);
 
     ring = std::make_shared<Ring>();
     const int slots = config.prefetch;
     ring->backend = device < 0 ? make_cpu_backend() : make_cuda_backend(device, slots, slots, config.pin_memory);
     ring->consumer_stream = config.consumer_stream;
     out = OutputLayout::make(slot, dtype_size(config.id_dtype), ring->backend->needs_staging());
+    for (int64_t length : lengths) {
+      if (layouts.count(length)) continue;
+      const SlotLayout s = SlotLayout::make(config.kind, config.batch_size, length, predictions, source->vocab_size(),
+                                            config.narrow_tokens);
+      layouts[length] = {s, OutputLayout::make(s, dtype_size(config.id_dtype), ring->backend->needs_staging())};
+    }
     for (int i = 0; i < slots; ++i) {
       ring->host.push_back(ring->backend->alloc_host(slot.bytes));
       ring->device.push_back(ring->backend->alloc_device(out.bytes));
@@ -356,10 +413,10 @@ struct Loader::Impl {
 
     std::string key = cat(hex64(source->fingerprint()), "|", int(config.kind), "|", config.batch_size * config.world_size, "|",
                           config.drop_last, "|", config.masking.enabled);
+    if (binned) key += cat("|bins of ", config.bin_batches, " global batches");
     if (masking) key += cat("|", masking->probability, "|", masking->max_predictions, "|", masking->mask_id);
     fingerprint = xxh3_bytes(key.data(), key.size());
-    consumer_view = Planner(source->samples_per_epoch(), uint64_t(config.batch_size), config.rank, config.world_size,
-                            config.drop_last, config.epochs);
+    consumer_view = make_planner();
     position = LoaderState{0, 0, config.seed, fingerprint};
     start();
   }
@@ -400,11 +457,22 @@ struct Loader::Impl {
     return plan;
   }
 
+  Planner make_planner() const {
+    const SampleSource* src = source.get();
+    return Planner([src](uint64_t epoch) { return src->runs(epoch); }, uint64_t(config.batch_size), config.rank,
+                   config.world_size, config.drop_last, config.epochs);
+  }
+
+  const std::pair<SlotLayout, OutputLayout>& layout_of(const Plan& p) const {
+    auto it = layouts.find(p.seq_len);
+    if (it == layouts.end()) throw Error(cat("internal: a batch of length ", p.seq_len, " the loader has no layout for"));
+    return it->second;
+  }
+
   // --- producer -------------------------------------------------------------------------------
 
   void start() {
-    planner = Planner(source->samples_per_epoch(), uint64_t(config.batch_size), config.rank, config.world_size,
-                      config.drop_last, config.epochs);
+    planner = make_planner();
     planner.seek(position.epoch, position.consumed);
     stop = false;
     planned_all = false;
@@ -510,7 +578,7 @@ struct Loader::Impl {
           const int64_t row = int64_t(i - first_row[k]);
           const uint64_t pos = w.plan.begin + uint64_t(row);
           try {
-            const HostRows rows(slot, ring->host[size_t(w.host_slot)]);
+            const HostRows rows(layout_of(w.plan).first, ring->host[size_t(w.host_slot)]);
             source->read(w.plan.epoch, pos, rows, row);
             if (masking) mask_row(*masking, rows, row, w.plan.epoch, source->sample_id(w.plan.epoch, pos));
           } catch (...) {
@@ -551,8 +619,8 @@ struct Loader::Impl {
         ring->free_device.pop_back();
       }
       CopyJob job;
-      job.slot = &slot;
-      job.out = &out;
+      job.slot = &layout_of(w.plan).first;
+      job.out = &layout_of(w.plan).second;
       job.rows = int64_t(w.plan.end - w.plan.begin);
       job.host_slot = w.host_slot;
       job.device_slot = d;
@@ -637,7 +705,8 @@ struct Loader::Impl {
     b.index = r.plan.index;
     b.kind = config.kind;
     uint8_t* base = ring->device[size_t(r.device_slot)];
-    const int64_t s = slot.seq_len, p = slot.max_predictions;
+    const auto& [batch_slot, batch_out] = layout_of(r.plan);
+    const int64_t s = batch_slot.seq_len, p = batch_slot.max_predictions;
     auto tensor = [&](size_t offset, int64_t cols) {
       Tensor t;
       t.data = base + offset;
@@ -648,16 +717,16 @@ struct Loader::Impl {
       return t;
     };
     if (config.kind == ModelKind::bert) {
-      b.input_ids = tensor(out.input_ids, s);
-      b.segment_ids = tensor(out.segment_ids, s);
-      b.input_mask = tensor(out.input_mask, s);
-      b.masked_lm_positions = tensor(out.masked_lm_positions, p);
-      b.masked_lm_ids = tensor(out.masked_lm_ids, p);
-      b.mlm_labels = tensor(out.mlm_labels, s);
-      b.next_sentence_labels = tensor(out.next_sentence_labels, 0);
+      b.input_ids = tensor(batch_out.input_ids, s);
+      b.segment_ids = tensor(batch_out.segment_ids, s);
+      b.input_mask = tensor(batch_out.input_mask, s);
+      b.masked_lm_positions = tensor(batch_out.masked_lm_positions, p);
+      b.masked_lm_ids = tensor(batch_out.masked_lm_ids, p);
+      b.mlm_labels = tensor(batch_out.mlm_labels, s);
+      b.next_sentence_labels = tensor(batch_out.next_sentence_labels, 0);
     } else {
-      b.tokens = tensor(out.tokens, s);
-      b.targets = tensor(out.targets, s);
+      b.tokens = tensor(batch_out.tokens, s);
+      b.targets = tensor(batch_out.targets, s);
     }
     b.lease = std::make_shared<SlotLease>(ring, r.device_slot);
     return b;

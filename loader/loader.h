@@ -7,7 +7,8 @@
 //   are shuffled as whole files and then record by record inside windows of files; GPT samples use
 //   Megatron's document/sample/shuffle indices). The order is cut into global batches of
 //   batch_size × world_size samples and rank r takes samples [r·B, (r+1)·B) of each, as Megatron's
-//   pretraining sampler does; so over all ranks every sample comes exactly once per epoch, and the
+//   pretraining sampler does (a binned source's order comes in runs, one per bin draw, and no
+//   global batch straddles two); so over all ranks every sample comes exactly once per epoch, and the
 //   state (epoch, samples consumed) means the same thing at any world size with the same global
 //   batch. Every random choice is keyed by (seed, epoch, sample): batches never depend on the
 //   number of workers or on thread timing.
@@ -106,6 +107,12 @@ struct LoaderConfig {
   // GPT: samples per epoch of a blend; 0 = the sum of the sources' samples.
   int64_t samples_per_epoch = 0;
   bool verify_checksums = false;
+  // Length-binned BERT sources (make-pretraining-shards --bin-size outputs): LDDL's loading, each
+  // bin draw taking this many global batches from one bin (a trainer passes its gradient
+  // accumulation, so all micro-batches of a step share one bin). Each batch is then at its bin's
+  // length (Batch tensors [size, bin length]); seq_len() is the longest bin's. drop_last leaves out
+  // each bin's last, short draw of an epoch; without it every sample comes once per epoch.
+  int64_t bin_batches = 1;
   DynamicMasking masking;
   // CUDA: the stream the consumer runs on (a cudaStream_t), 0 = the legacy default stream.
   // next() makes it wait on the batch's copy; releasing the Batch records "consumed" on it.

@@ -29,11 +29,6 @@ ShardSet from_manifest(const std::string& origin, const std::string& manifest_pa
   if (!m.complete)
     throw Error(Where{manifest_path}, "the manifest is marked incomplete: the run that writes these shards has not "
                                       "finished (or was interrupted; rerun it with --resume)");
-  if (m.format == kFormatBertHdf5Binned)
-    throw Error(Where{manifest_path},
-                cat("length-binned BERT shards (make-pretraining-shards --bin-size): this loader reads one bin's "
-                    "shard set at a time, e.g. ", path_join(dir, "bin-00"), "; drawing each batch from one bin "
-                    "across all of them is not built yet"));
   if (!format_fits(m.format, config.kind))
     throw Error(Where{manifest_path}, cat("the shards are '", m.format, "', which a ", model_kind_name(config.kind),
                                           " loader does not read"));
@@ -110,6 +105,32 @@ ShardSet from_files(const std::string& origin, const LoaderConfig& config) {
   return set;
 }
 
+// A manifest's set, or for a binned split's manifest (make-pretraining-shards --bin-size) one set
+// per bin it lists, each checked against what the split's manifest says of it.
+void add_manifest(const std::string& origin, const std::string& manifest_path, const LoaderConfig& config,
+                  std::vector<ShardSet>& sets) {
+  const Manifest m = Manifest::read(manifest_path);
+  if (m.format != kFormatBertHdf5Binned) return sets.push_back(from_manifest(origin, manifest_path, config));
+  if (config.kind != ModelKind::bert)
+    throw Error(Where{manifest_path}, cat("the shards are length-binned BERT shards, which a ",
+                                          model_kind_name(config.kind), " loader does not read"));
+  if (!m.complete)
+    throw Error(Where{manifest_path}, "the manifest is marked incomplete: the run that writes these bins has not "
+                                      "finished (or was interrupted; rerun it with --resume)");
+  const auto bins = m.extra.value("bins", nlohmann::json::array());
+  if (bins.empty()) throw Error(Where{manifest_path}, "the binned manifest lists no bins");
+  for (const auto& bin : bins) {
+    const std::string bin_manifest = path_join(path_join(dir_name(manifest_path), bin.at("dir").get<std::string>()), kManifestName);
+    ShardSet set = from_manifest(cat(origin, " (", bin.at("dir").get<std::string>(), ")"), bin_manifest, config);
+    set.bin_length = bin.at("max_length").get<int64_t>();
+    if (set.manifest->seq_len != set.bin_length || set.manifest->total_records() != bin.at("records").get<uint64_t>())
+      throw Error(Where{bin_manifest}, cat("holds ", set.manifest->total_records(), " records of length ",
+                                           set.manifest->seq_len, "; ", manifest_path, " lists ", bin.at("records"),
+                                           " of length ", set.bin_length));
+    sets.push_back(std::move(set));
+  }
+}
+
 }  // namespace
 
 std::vector<ShardSet> resolve_sources(const LoaderConfig& config) {
@@ -117,9 +138,9 @@ std::vector<ShardSet> resolve_sources(const LoaderConfig& config) {
   std::vector<ShardSet> sets;
   for (const std::string& origin : config.sources) {
     std::error_code ec;
-    if (origin.ends_with(".json")) sets.push_back(from_manifest(origin, origin, config));
+    if (origin.ends_with(".json")) add_manifest(origin, origin, config, sets);
     else if (fs::is_directory(origin, ec) && file_exists(path_join(origin, kManifestName)))
-      sets.push_back(from_manifest(origin, path_join(origin, kManifestName), config));
+      add_manifest(origin, path_join(origin, kManifestName), config, sets);
     else sets.push_back(from_files(origin, config));
   }
   return sets;

@@ -21,9 +21,11 @@ struct ShardSet {
   std::string format;               // kFormatBertHdf5 | kFormatMegatron | kFormatLlmc
   std::vector<std::string> files;   // .hdf5 paths, Megatron prefixes, llm.c .bin paths
   std::optional<Manifest> manifest;  // when the entry was (or sat beside) a manifest
+  int64_t bin_length = 0;  // one bin of a --bin-size output: its records' padded length; 0: not a bin
 };
 
 // Manifests (and directories holding one) give their shards, checked against the manifest's size
+// (a binned split's manifest gives one set per bin, each with its bin_length)
 // and, with verify_checksums, xxh3; other entries are globs or files, typed by their contents'
 // names (.hdf5/.h5, .idx or a .bin with an .idx beside it, else an llm.c .bin). Throws UsageError
 // when an entry matches nothing and Error when it does not fit `kind`.
@@ -97,6 +99,13 @@ class SampleSource {
   // Largest id + 1 the data may hold (from the manifest's tokenizer), 0 when unknown.
   virtual int64_t vocab_size() const = 0;
   virtual std::map<std::string, int64_t> special_ids() const { return {}; }
+  // The epoch's order as runs that no global batch straddles, each with its samples' length: one
+  // run of every sample, or for a binned source one run per bin draw.
+  struct Run {
+    uint64_t samples = 0;
+    int64_t seq_len = 0;
+  };
+  virtual std::vector<Run> runs(uint64_t /*epoch*/) const { return {{samples_per_epoch(), seq_len()}}; }
 };
 
 struct BertSourceOptions {
@@ -110,6 +119,21 @@ struct BertSourceOptions {
   std::function<void(std::function<void()>)> background;
 };
 std::unique_ptr<SampleSource> make_bert_source(const BertSourceOptions& options);
+
+// LDDL's binned loading over the bins of --bin-size outputs (sets with bin_length; bins of the
+// same length from several outputs are one bin). Each epoch is a sequence of draws: a bin picked by
+// a seeded draw weighted by the samples it has left (CounterRng keyed by seed and epoch, so every
+// rank draws alike), then the next `group` samples of that bin's own shuffled order (a BERT source
+// per bin). `group` is the global batch × the batches a step takes, so every rank and every
+// micro-batch of a step reads one bin, at its length. A bin's last draw may be short: with
+// drop_short it is left out of the epoch (as drop_last leaves out the tail), else it is a run of
+// its own and every sample comes once per epoch.
+struct BinnedSourceOptions {
+  BertSourceOptions bert;  // every bin's sets; seed, shuffle, shuffle_window (shared by the bins), background
+  uint64_t group = 1;
+  bool drop_short = true;
+};
+std::unique_ptr<SampleSource> make_binned_bert_source(const BinnedSourceOptions& options);
 
 struct GptSourceOptions {
   // One dataset per set (Megatron .bin/.idx prefixes or llm.c files; a set's files are

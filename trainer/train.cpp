@@ -196,6 +196,7 @@ LoaderConfig loader_config(const TrainOptions& o, const Grid& grid, const Device
   lc.consumer_stream = device.stream;
   lc.id_dtype = TensorDType::i32;
   lc.masking.enabled = o.data.dynamic_masking;
+  lc.bin_batches = o.data.grad_accum;  // --bin-size shards: a step's micro-batches come from one bin
   if (!bert) lc.seq_len = o.data.seq_len ? o.data.seq_len : std::min<int64_t>(1024, preset.max_positions);
   return lc;
 }
@@ -472,10 +473,12 @@ int train(TrainOptions o, const Fault& fault) {
     r.step = step, r.max_steps = run.max_steps;
     r.losses = losses, r.lr = u.lr, r.grad_norm = u.grad_norm, r.loss_scale = loss_scale, r.skipped = !u.applied;
     r.seconds = now_seconds() - t0, r.data_wait = data_wait, r.pipeline_wait = pipeline.last_wait_seconds();
-    r.samples = batch.samples, r.tokens = batch.samples * T;
+    // The step's own length: binned shards (--bin-size) train each step at its bin's length.
+    const int64_t step_T = batch.micro.front().T;
+    r.samples = batch.samples, r.tokens = batch.samples * step_T;
     // TFLOPs per device: this rank's samples (with the step's mean masked count), its share of the model.
     const double masked = o.kind == ModelKind::bert ? double(batch.predictions) / double(batch.samples) : 0;
-    r.flops = double(batch.local_samples) * train_flops_per_sample(config, T, masked) /
+    r.flops = double(batch.local_samples) * train_flops_per_sample(config, step_T, masked) /
               double(grid.tensor_size() * grid.pipeline_size());
     r.device_bytes = device_bytes_allocated().peak;
     metrics.record(r, step % run.log_interval == 0 || step == run.max_steps || step == done.step + 1);

@@ -260,7 +260,8 @@ sources: a manifest.json, a directory holding one, shard files or globs (str, os
 options (defaults in brackets): batch_size [32] per rank, seq_len [BERT: the shards'; GPT: required],
 rank [0], world_size [1], seed [1234], shuffle [True], drop_last [True], epochs [0 = no end],
 workers [2], prefetch [4], device ["cpu" | "cuda" | "cuda:N"], pin_memory [True],
-narrow_tokens [True], id_dtype ["int64" | "int32"], shuffle_window [131072], weights (GPT blends),
+narrow_tokens [True], id_dtype ["int64" | "int32"], shuffle_window [131072], bin_batches [1]
+(--bin-size outputs: global batches per bin draw), weights (GPT blends),
 add_extra_token [True], samples_per_epoch [0], verify_checksums [False], dynamic_masking [False],
 mask_probability [0.15], max_predictions [0 = the shards'], mask_id, vocab_size, special_ids
 [from the manifest's tokenizer], consumer_stream [0].
