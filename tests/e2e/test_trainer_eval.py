@@ -21,7 +21,6 @@ bundled sample with a held-out valid/ split (--valid-fraction), BERT and GPT tin
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 
@@ -29,14 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
 import compat_util as cu  # noqa: E402
 import test_trainer_mpi as mpi  # noqa: E402
-
-SRC = os.environ["PRETRAIN_SOURCE_DIR"]
-failures = []
-
-
-def fail(message):
-    print(f"FAIL: {message}")
-    failures.append(message)
+from test_trainer_mpi import fail  # noqa: E402  (its failures list; mpi.finish() reports them)
 
 
 def train(kind, data, tmp, name, *extra, np=1, env=None, check=True):
@@ -182,7 +174,7 @@ def check_timing(shards, tmp):
         os.makedirs(case)
         with open(os.path.join(case, "run1.log"), "w") as f:
             f.writelines(l + "\n" for l in r.stdout.splitlines() if keep or not l.startswith("eval "))
-        cu.run(sys.executable, os.path.join(SRC, "scripts", "extract_logs.py"), os.path.dirname(case),
+        cu.run(sys.executable, os.path.join(mpi.SRC, "scripts", "extract_logs.py"), os.path.dirname(case),
                "--skip", 0, "-q")
         with open(os.path.join(os.path.dirname(case), "result.json")) as f:
             run = json.load(f)["groups"][0]["cases"][0]["run_details"][0]
@@ -219,7 +211,7 @@ def main():
         check_resume(shards["bert"], tmp)
         check_timing(shards["gpt"], tmp)
         check_bad_input(shards, tmp)
-    cu.finish(failures + mpi.failures)
+    mpi.finish()
 
 
 if __name__ == "__main__":
