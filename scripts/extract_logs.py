@@ -8,7 +8,9 @@ LOGDIR holds <case>/run<k>.log files at any depth (logs/, logs/bert/ or logs/ber
 1n4g_tp2pp2v2sp: see scripts/dlperf_matrix.sh --help); the case directories under one parent (e.g.
 bert/bs32_fp32) form one table. Per run: the step lines after the first --skip iterations, at most
 --average of them, give seconds per iteration (mean), samples/s (the config line's global batch
-over those seconds), TFLOPs per device and memory. Per case: the layout the trainer's `config:`
+over those seconds), TFLOPs per device and memory. Evaluation lines ("eval at step …", from
+--eval-interval) are not step lines and are ignored: the trainer times an evaluation apart from
+every step, so samples/s never includes it. Per case: the layout the trainer's `config:`
 line reports (tensor, pipeline and data parallel sizes, virtual stages, sequence parallel,
 micro-batch, grad accum, global batch = micro-batch × grad accum × data parallel), mean and median
 of the runs' samples/s, speedup = median / the median of 1n1g (the pure single-device case), the

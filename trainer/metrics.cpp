@@ -1,6 +1,7 @@
 #include "trainer/metrics.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -53,9 +54,9 @@ size_t status_kb(const char* field) {
 size_t host_rss_bytes() { return status_kb("VmRSS:"); }
 size_t host_peak_rss_bytes() { return status_kb("VmHWM:"); }
 
-MetricsLog::MetricsLog(const std::string& log_dir, const ModelConfig&, const Device& device, const std::string& precision,
-                       double peak_tflops, bool print)
-    : print_(print) {
+MetricsLog::MetricsLog(const std::string& log_dir, const ModelConfig& config, const Device& device,
+                       const std::string& precision, double peak_tflops, bool print)
+    : print_(print), kind_(config.kind) {
   peak_ = peak_tflops > 0 ? peak_tflops : device.cuda ? gpu_peak_tflops(device.name, precision) : measure_cpu_peak_tflops();
   if (!log_dir.empty()) {
     make_dirs(log_dir);
@@ -96,6 +97,35 @@ void MetricsLog::record(const StepRecord& r, bool print) {
               static_cast<long long>(r.step), static_cast<long long>(r.max_steps), loss, r.lr, r.grad_norm,
               r.seconds * 1e3, r.data_wait * 1e3, samples_s, tokens_s, tflops, mfu * 100,
               human_bytes(double(r.device_bytes)).c_str(), human_bytes(double(host)).c_str());
+  std::fflush(stdout);
+}
+
+void MetricsLog::record_eval(const EvalRecord& r) {
+  const bool bert = kind_ == ModelKind::bert;
+  const double accuracy = r.predictions > 0 ? double(r.correct) / double(r.predictions) : 0;
+  const double perplexity = std::exp(r.losses.total);
+  if (jsonl_.is_open()) {
+    nlohmann::json j = {{"step", r.step},          {"eval", true},         {"eval_loss", r.losses.total},
+                        {"eval_iterations", r.iterations}, {"eval_samples", r.samples}, {"eval_ms", r.seconds * 1e3}};
+    if (bert) {
+      j["eval_mlm_loss"] = r.losses.mlm, j["eval_nsp_loss"] = r.losses.nsp;
+      j["eval_mlm_accuracy"] = accuracy, j["eval_predictions"] = r.predictions;
+    } else {
+      j["eval_perplexity"] = perplexity;
+    }
+    jsonl_ << j.dump() << "\n";
+    jsonl_.flush();
+  }
+  if (!print_) return;
+  char what[128];
+  if (bert)
+    std::snprintf(what, sizeof what, "eval loss %.4f (mlm %.4f nsp %.4f) | mlm accuracy %.2f%%", r.losses.total,
+                  r.losses.mlm, r.losses.nsp, accuracy * 100);
+  else
+    std::snprintf(what, sizeof what, "eval loss %.4f | perplexity %.3f", r.losses.total, perplexity);
+  std::printf("eval at step %lld/%lld | %s | %lld iterations, %lld samples | %.1f ms\n", static_cast<long long>(r.step),
+              static_cast<long long>(r.max_steps), what, static_cast<long long>(r.iterations),
+              static_cast<long long>(r.samples), r.seconds * 1e3);
   std::fflush(stdout);
 }
 

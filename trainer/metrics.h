@@ -25,6 +25,17 @@ struct StepRecord {
   size_t device_bytes = 0;  // the peak of allocated arenas: parameters, gradients, optimizer state, activations
 };
 
+// One evaluation on held-out data (train.h's EvalOptions): the mean over its iterations of each
+// iteration's mean losses, as Megatron's evaluate() averages them, summed over the data ranks.
+struct EvalRecord {
+  int64_t step = 0, max_steps = 0;
+  Losses losses;              // total = BERT mlm + nsp, GPT lm
+  int64_t correct = 0;        // BERT: masked predictions whose target had the largest logit
+  int64_t predictions = 0;    // BERT: masked predictions counted
+  int64_t iterations = 0, samples = 0;
+  double seconds = 0;         // not part of any step's time
+};
+
 // Peak dense TFLOPs of a GPU by its name, for a precision ("fp32", "bf16", "fp16"); 0 if unknown.
 double gpu_peak_tflops(const std::string& name, const std::string& precision);
 // sgemm TFLOPs this process reaches on the CPU (best of a few 1024³ products).
@@ -39,6 +50,9 @@ class MetricsLog {
   MetricsLog(const std::string& log_dir, const ModelConfig& config, const Device& device, const std::string& precision,
              double peak_tflops, bool print = true);
   void record(const StepRecord& r, bool print);
+  // An evaluation: one "eval" line on stdout (not a "step" line: scripts/extract_logs.py reads
+  // those) and one object in metrics.jsonl with "eval": true and eval_* fields (no step timing).
+  void record_eval(const EvalRecord& r);
   void summary() const;  // mean throughput over the steps after the first (warm-up) ones
   double peak_tflops() const { return peak_; }
 
@@ -46,6 +60,7 @@ class MetricsLog {
   std::ofstream jsonl_;
   double peak_ = 0;
   bool print_ = true;
+  ModelKind kind_;
   std::vector<StepRecord> records_;
 };
 

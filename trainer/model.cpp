@@ -896,11 +896,15 @@ Losses Model::bert_heads(Acts& a, const ModelInputs& in, const float* xL_region,
   }
   const double predictions = in.lm_denominator > 0 ? in.lm_denominator : double(count);
   const double samples = in.nsp_denominator > 0 ? in.nsp_denominator : double(B);
+  // Forward only (evaluation): the MLM accuracy, before the cross-entropy overwrites the logits;
+  // d_m1 (M × hidden floats, the backward pass's) is free for its 2M floats of scratch.
+  const int64_t correct =
+      backward ? 0 : vocab_parallel_correct(device_, shard_, vocab(), p.mlm_logits, p.mlm_targets, M, p.d_m1);
   vocab_parallel_cross_entropy(device_, shard_, vocab(), p.mlm_logits, p.mlm_losses, p.mlm_targets, M,
                                predictions > 0 ? float(loss_scale / predictions) : 0.0f, p.ce);
   launch(device_, B, CrossEntropy{p.nsp_logits, p.nsp_losses, in.nsp_labels, 2, float(loss_scale / samples)});
   Losses out;
-  out.predictions = count;
+  out.predictions = count, out.correct = correct;
   out.mlm = predictions > 0 ? sum_losses(device_, p.mlm_losses, M) / predictions : 0.0;
   out.nsp = sum_losses(device_, p.nsp_losses, B) / samples;
   out.total = out.mlm + out.nsp;

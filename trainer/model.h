@@ -116,6 +116,7 @@ struct Losses {
   double total = 0;    // what is minimised: BERT mlm + nsp, GPT lm
   double mlm = 0, nsp = 0;
   int64_t predictions = 0;  // BERT: masked positions that counted; GPT: tokens
+  int64_t correct = 0;      // BERT, forward only (evaluation): predictions whose target has the largest logit
 };
 
 // Predictions of a BERT batch as NVIDIA's run_pretraining.py counts them (kernels::MaskedPositions):

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -10,7 +11,9 @@
 #include "common/cli.h"
 #include "common/counter_rng.h"
 #include "common/error.h"
+#include "common/file.h"
 #include "common/log.h"
+#include "common/manifest.h"
 #include "loader/loader.h"
 #include "trainer/checkpoint.h"
 #include "trainer/communicator.h"
@@ -75,6 +78,17 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--init-from", r.init_from, "start from these safetensors weights");
   app.add_option("--export", r.export_path, "write the final weights as safetensors (HF / nanoGPT names)");
   app.add_option("--log-dir", r.log_dir, "write metrics.jsonl here");
+  EvalOptions& e = o.eval;
+  app.add_option("--eval-data", e.data,
+                 "held-out shards to evaluate on, as --data takes them (default: the valid/ split that "
+                 "make-pretraining-shards --valid-fraction wrote beside a --data directory, when there is one)");
+  app.add_option("--eval-interval", e.interval,
+                 "evaluate every N steps and after the last (0: never; default 1000 when there is held-out data)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--eval-iters", e.iters,
+                 "iterations (global batches: batch size × grad accum × data ranks) per evaluation, at most the "
+                 "held-out data's; forward only, dropout off (0: no evaluation)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--seed", r.seed, "weights, dropout and data order")->capture_default_str();
   app.add_option("--peak-tflops", r.peak_tflops, "peak TFLOPs per device for MFU (default: GPU table or measured sgemm)");
   app.add_option("--bucket-mb", p.bucket_mb,
@@ -287,10 +301,111 @@ uint64_t dropout_key(uint64_t seed, int64_t step, int micro, int data_rank) {
 Losses step_losses(const Communicator& world, const Grid& grid, Losses sum) {
   if (!world.distributed()) return sum;
   const bool counts = grid.last_stage() && grid.tensor_rank() == 0;
-  double shares[3] = {counts ? sum.total : 0, counts ? sum.mlm : 0, counts ? sum.nsp : 0};
-  world.all_reduce_sum(shares, 3);
-  sum.total = shares[0], sum.mlm = shares[1], sum.nsp = shares[2];
+  double shares[4] = {counts ? sum.total : 0, counts ? sum.mlm : 0, counts ? sum.nsp : 0,
+                      counts ? double(sum.correct) : 0};
+  world.all_reduce_sum(shares, 4);
+  sum.total = shares[0], sum.mlm = shares[1], sum.nsp = shares[2], sum.correct = int64_t(shares[3]);
   return sum;
+}
+
+// ---------------------------------------------------------------- evaluation
+// Held-out data, as Megatron evaluates it: every --eval-interval steps and after the last,
+// --eval-iters iterations, each a global batch fetched as a training step fetches one (so a data
+// rank evaluates its slice and the losses are the global batch's means, summed over the ranks),
+// run forward only through the pipeline schedule with dropout off (key 0) and no gradients.
+// The loader is its own (the training loader's state is never touched) and starts over at the
+// beginning of the held-out data at every evaluation: every evaluation sees the same batches, so
+// two evaluations differ by the model only, and a resumed run evaluates exactly what the
+// uninterrupted run did with nothing more in the checkpoint. (Megatron's validation iterator goes
+// on where it stopped instead, and has to restore its position from the iteration number.)
+struct Evaluation {
+  std::unique_ptr<Loader> loader;
+  LoaderState start;
+  int64_t interval = 0, iterations = 0;
+};
+
+// The held-out shards: --eval-data, else the valid/ split beside each --data directory or manifest.
+std::vector<std::string> eval_sources(const TrainOptions& o) {
+  if (!o.eval.data.empty()) return o.eval.data;
+  std::vector<std::string> found;
+  for (const std::string& s : o.data.sources) {
+    const std::string dir = base_name(s) == kManifestName ? dir_name(s) : s;
+    if (file_exists(path_join(path_join(dir, "valid"), kManifestName))) found.push_back(path_join(dir, "valid"));
+  }
+  return found;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& i : items) out += (out.empty() ? "" : " ") + i;
+  return out;
+}
+
+// The evaluation's loader, or nothing when the run evaluates nothing. Errors name the held-out data.
+std::optional<Evaluation> make_evaluation(const TrainOptions& o, const Grid& grid, const Device& device,
+                                          const ModelConfig& preset, const Loader& train) {
+  const std::vector<std::string> sources = eval_sources(o);
+  const bool asked = !o.eval.data.empty() || o.eval.interval > 0;
+  Evaluation e;
+  e.interval = o.eval.interval >= 0 ? o.eval.interval : sources.empty() ? 0 : 1000;
+  if (e.interval == 0 || o.eval.iters == 0) return std::nullopt;
+  if (sources.empty())
+    throw UsageError(cat("--eval-interval ", e.interval, ": no held-out data (give --eval-data, or make the shards with "
+                         "make-pretraining-shards --valid-fraction, which writes them to <data>/valid/)"));
+  const std::string what = cat(o.eval.data.empty() ? "held-out data " : "--eval-data ", joined(sources));
+  LoaderConfig lc = loader_config(o, grid, device, preset);
+  lc.sources = sources;
+  lc.masking.enabled = false;  // the shards' own masks: the same predictions at every evaluation
+  try {
+    e.loader = std::make_unique<Loader>(lc);
+  } catch (const UsageError& x) {
+    throw UsageError(cat(what, ": ", x.what()));
+  } catch (const Error& x) {
+    throw Error(cat(what, ": ", x.what()));
+  }
+  const Loader& held = *e.loader;
+  if (held.vocab_size() != train.vocab_size() || held.special_ids() != train.special_ids())
+    throw UsageError(cat(what, ": another vocabulary than the training shards' (", held.vocab_size(), " ids against ",
+                         train.vocab_size(), ", or other special ids)"));
+  if (held.seq_len() != train.seq_len())
+    throw UsageError(cat(what, ": sequences of ", held.seq_len(), " tokens, the training shards' are ", train.seq_len()));
+  const int64_t whole = int64_t(held.batches_per_epoch()) / o.data.grad_accum;
+  const int64_t global = o.data.batch_size * o.data.grad_accum * grid.data_size();
+  if (whole == 0) {
+    const std::string why = cat(what, ": ", held.samples_per_epoch(), " samples, fewer than one evaluation iteration (",
+                                global, " = batch size × grad accum × data ranks)");
+    if (asked) throw Error(why);
+    log_warn(why, ": no evaluation");
+    return std::nullopt;
+  }
+  e.iterations = std::min(o.eval.iters, whole);
+  if (e.iterations < o.eval.iters)
+    log_info(what, " holds ", whole, " iterations of ", global, " samples: each evaluation runs those, not --eval-iters ",
+             o.eval.iters);
+  e.start = held.state();
+  return e;
+}
+
+EvalRecord evaluate(Evaluation& e, int64_t step, const TrainOptions& o, PipelineRunner& pipeline, const Grid& grid,
+                    const Device& device) {
+  const double t0 = now_seconds();
+  EvalRecord r;
+  r.step = step, r.max_steps = o.run.max_steps, r.iterations = e.iterations;
+  for (int64_t i = 0; i < e.iterations; ++i) {
+    StepBatch batch = next_step(*e.loader, o, grid.data(), device);
+    Losses l = pipeline.run(batch.micro, [](int) { return uint64_t(0); }, 1.0f, false);  // key 0: no dropout
+    batch.release();
+    l = step_losses(grid.world(), grid, l);
+    r.losses.total += l.total, r.losses.mlm += l.mlm, r.losses.nsp += l.nsp;
+    r.correct += l.correct, r.predictions += batch.predictions, r.samples += batch.samples;
+  }
+  // Back to the beginning now, so that what the loader prefetches meanwhile is the next evaluation's.
+  e.loader->restore(e.start);
+  const double n = double(e.iterations);
+  r.losses.total /= n, r.losses.mlm /= n, r.losses.nsp /= n;
+  synchronize(device);
+  r.seconds = now_seconds() - t0;
+  return r;
 }
 
 // The first parameter whose weights or gradients hold a NaN or Inf (for the error message).
@@ -399,6 +514,8 @@ int train(TrainOptions o, const Fault& fault) {
   if (!run.init_from.empty()) import_weights(model, read_safetensors(run.init_from), run.init_from);  // each rank its shard
   else model.init_weights(run.seed);
 
+  std::optional<Evaluation> evaluation = make_evaluation(o, grid, device, preset, loader);
+
   Progress done;
   if (precision != Precision::fp16) done.scaler.scale = 1.0;
   if (run.resume) {
@@ -482,6 +599,9 @@ int train(TrainOptions o, const Fault& fault) {
               double(grid.tensor_size() * grid.pipeline_size());
     r.device_bytes = device_bytes_allocated().peak;
     metrics.record(r, step % run.log_interval == 0 || step == run.max_steps || step == done.step + 1);
+    // After the step's record: its time leaves the evaluation out, and the next step's clock starts after it.
+    if (evaluation && (step % evaluation->interval == 0 || step == run.max_steps))
+      metrics.record_eval(evaluate(*evaluation, step, o, pipeline, grid, device));
     if (!run.checkpoint_dir.empty() && run.save_interval > 0 && step % run.save_interval == 0 && step != run.max_steps)
       save(step);
   }

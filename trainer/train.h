@@ -1,7 +1,8 @@
 // The training loop that bert_pretrain and gpt_pretrain share: shards through the loader, steps of
 // forward/backward over --grad-accum micro-batches run by the pipeline schedule on this rank's
 // shard of the model, the data-parallel reduction, the optimizer, one log line and one
-// metrics.jsonl object per iteration, checkpoints every --save-interval, --resume; --plan instead
+// metrics.jsonl object per iteration, evaluations on held-out data every --eval-interval,
+// checkpoints every --save-interval, --resume; --plan instead
 // prints what a layout needs without running it.
 #pragma once
 #include <string>
@@ -58,6 +59,16 @@ struct RunOptions {
   double peak_tflops = 0;  // for MFU; 0: the GPU table, or a measured sgemm rate on CPU
 };
 
+// Evaluation during training (Megatron's --eval-interval / --eval-iters): every `interval` steps and
+// after the last, `iters` iterations of held-out data, each a global batch as a training step
+// takes it, forward only, dropout off, no update. Its loader starts over at the beginning of the
+// held-out data each time, so every evaluation sees the same batches.
+struct EvalOptions {
+  std::vector<std::string> data;  // empty: the valid/ split beside each --data directory, when there is one
+  int64_t interval = -1;          // -1: 1000 (Megatron's) when there is held-out data, else off; 0: off
+  int64_t iters = 100;            // at most the held-out data's whole iterations; 0: off
+};
+
 // --plan: print each rank's memory and traffic for this layout and batch, then exit (no data read).
 struct PlanOptions {
   bool on = false;
@@ -74,6 +85,7 @@ struct TrainOptions {
   OptimizerConfig optimizer;
   std::string optimizer_name = "adamw", schedule_name = "linear";
   RunOptions run;
+  EvalOptions eval;
   PlanOptions plan;
 };
 

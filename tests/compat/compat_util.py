@@ -92,10 +92,12 @@ def require_venv_modules(*modules):
     skip(f"python modules {', '.join(modules)} not installed (run scripts/setup_deps.sh)")
 
 
-def sample_shards(tmp, docs=None, bert_dupe=5):
+def sample_shards(tmp, docs=None, bert_dupe=5, valid_fraction=0):
     """BERT and GPT shards from the bundled sample (or `docs`), as scripts/demo.sh makes them: a
     WordPiece vocabulary (1000) → BERT HDF5 (seq 64, 10 predictions, 2 shards); a SentencePiece
-    model (100) → GPT Megatron .bin/.idx. Returns {"bert": dir, "gpt": dir}."""
+    model (100) → GPT Megatron .bin/.idx. With valid_fraction, that share of the documents is held
+    out into <dir>/valid/. Returns {"bert": dir, "gpt": dir}."""
+    split = ["--valid-fraction", valid_fraction] if valid_fraction else []
     docs = docs or test_data("sample-docs.jsonl")
     wordpiece, spm = os.path.join(tmp, "wordpiece"), os.path.join(tmp, "spm")
     run(tool("train-tokenizer"), "-q", "--kind", "wordpiece", "--vocab-size", 1000, "-o", wordpiece, docs)
@@ -104,7 +106,7 @@ def sample_shards(tmp, docs=None, bert_dupe=5):
     out = {"bert": os.path.join(tmp, "bert"), "gpt": os.path.join(tmp, "gpt")}
     run(tool("make-pretraining-shards"), "-q", "--model", "bert", "-i", docs, "--tokenizer",
         os.path.join(wordpiece, "vocab.txt"), "-o", out["bert"], "--seq-len", 64, "--max-predictions", 10,
-        "--dupe-factor", bert_dupe, "--num-shards", 2)
+        "--dupe-factor", bert_dupe, "--num-shards", 2, *split)
     run(tool("make-pretraining-shards"), "-q", "--model", "gpt", "-i", docs, "--tokenizer",
-        os.path.join(spm, "spm.model"), "-o", out["gpt"])
+        os.path.join(spm, "spm.model"), "-o", out["gpt"], *split)
     return out

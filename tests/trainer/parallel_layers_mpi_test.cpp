@@ -1,6 +1,6 @@
 // The tensor-parallel layers (trainer/parallel/layers.h) against the single-rank layer, forward and
 // backward, at tensor 2 and 4, with and without sequence parallelism: column- and row-parallel
-// linears, the vocabulary-parallel embedding and cross-entropy. Run by ctest under
+// linears, the vocabulary-parallel embedding and cross-entropy (and its accuracy count). Run by ctest under
 // `mpirun -np 4` (label "mpi"): the world splits into groups of 2 and of 4, every rank computes
 // the whole layer on one rank as the reference and its own shard through the group, and checks
 // its part. The inputs are the same on every rank (seeded), the tolerances those of fp32 sums
@@ -210,6 +210,37 @@ TEST_P(ParallelLayers, VocabularyParallelCrossEntropyEqualsTheWholeOneBitForBit)
   EXPECT_EQ(ll, losses) << "losses";
   EXPECT_EQ(block(gl, mine.rows, 0, n, 0, real), block(grad, V, 0, n, mine.begin, real)) << "logits' gradient";
   EXPECT_EQ(block(gl, mine.rows, 0, n, real, mine.rows - real), Floats(n * (mine.rows - real), 0.0f)) << "padding";
+}
+
+// The MLM accuracy of an evaluation: rows whose target has the largest real logit, counted alike by
+// the whole layer and every shard of the group, and as a plain argmax over the whole row counts them.
+TEST_P(ParallelLayers, VocabularyParallelCorrectCountsTheRowsWhoseTargetHasTheLargestLogit) {
+  constexpr int64_t V = 300, n = 6;
+  Floats logits = random_floats(n * V, 43, 3.0f);
+  const std::vector<int32_t> targets = {0, 299, 150, -1, 7, 255};
+  logits[0 * V + 0] = 50.0f, logits[2 * V + 150] = 50.0f;  // hits on the first and a middle id
+  // Row 1: every logit negative, the target's the largest real one; padding ids (0 in the shard)
+  // must not beat it.
+  for (int64_t v = 0; v < V; ++v) logits[size_t(V + v)] = -5.0f - std::fabs(logits[size_t(V + v)]);
+  logits[V + 299] = -1.0f;
+  logits[4 * V + 8] = 60.0f;  // row 4 misses: id 8 beats its target 7 (whatever 7's logit)
+  int64_t expected = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (targets[size_t(i)] < 0) continue;
+    const auto row = logits.begin() + i * V;
+    expected += std::max_element(row, row + V) - row == targets[size_t(i)];
+  }
+  ASSERT_EQ(expected, 3);  // rows 0, 1, 2 (the random rows 4 and 5 miss by construction or odds)
+  Floats scratch(2 * n);
+  EXPECT_EQ(vocab_parallel_correct(device_, one_, VocabularyShard::of(V, one_), logits.data(), targets.data(), n,
+                                   scratch.data()),
+            expected);
+  const VocabularyShard mine = VocabularyShard::of(V, group_.shard);
+  Floats gl(n * mine.rows, 0.0f);
+  const int64_t real = std::max<int64_t>(0, std::min(mine.rows, V - mine.begin));
+  for (int64_t i = 0; i < n; ++i)
+    std::copy_n(logits.begin() + i * V + mine.begin, real, gl.begin() + i * mine.rows);
+  EXPECT_EQ(vocab_parallel_correct(device_, group_.shard, mine, gl.data(), targets.data(), n, scratch.data()), expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(TensorSizes, ParallelLayers,

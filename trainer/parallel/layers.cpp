@@ -1,5 +1,7 @@
 #include "trainer/parallel/layers.h"
 
+#include <vector>
+
 #include "trainer/parallel/tensor_group.h"
 
 namespace pretrain {
@@ -103,6 +105,24 @@ void vocab_parallel_cross_entropy(const Device& d, const ModelShard& s, const Vo
   launch(d, n, VocabShardSumExp{logits, mx, sum, v.rows, v.begin, v.vocab});
   s.tensor->all_reduce_sum(sum, n);
   launch(d, n, VocabShardLoss{logits, losses, targets, mx, tl, sum, v.rows, v.begin, v.vocab, dloss});
+}
+
+int64_t vocab_parallel_correct(const Device& d, const ModelShard& s, const VocabularyShard& v, const float* logits,
+                               const int32_t* targets, int64_t n, float* scratch) {
+  if (n == 0) return 0;
+  float *mx = scratch, *tl = scratch + n;
+  launch(d, n, VocabShardMax{logits, mx, tl, targets, v.rows, v.begin, v.vocab});
+  if (s.tensor_size > 1) {
+    s.tensor->all_reduce_max(mx, n);
+    s.tensor->all_reduce_sum(tl, n);  // the target logit: 0 on the ranks that do not hold it
+  }
+  std::vector<float> host(size_t(2 * n));
+  std::vector<int32_t> target(static_cast<size_t>(n));
+  copy_to_host(d, host.data(), scratch, host.size() * sizeof(float));
+  copy_to_host(d, target.data(), targets, target.size() * sizeof(int32_t));
+  int64_t correct = 0;
+  for (int64_t r = 0; r < n; ++r) correct += target[size_t(r)] >= 0 && host[size_t(n + r)] >= host[size_t(r)];
+  return correct;
 }
 
 }  // namespace pretrain

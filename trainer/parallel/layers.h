@@ -96,5 +96,11 @@ void vocab_parallel_embedding_backward(const Device& d, const ModelShard& s, con
 // so every layout rounds it alike). `scratch` holds 4n floats at tensor > 1.
 void vocab_parallel_cross_entropy(const Device& d, const ModelShard& s, const VocabularyShard& v, float* logits,
                                   float* losses, const int32_t* targets, int64_t n, float dloss, float* scratch);
+// Of the n rows whose target is ≥ 0, how many give their target the largest logit of the row (the
+// real vocabulary's; a tie counts as right): the MLM accuracy of an evaluation. Reads the logits
+// before vocab_parallel_cross_entropy overwrites them; the row max and target logit are reduced
+// over the tensor group. `scratch`: 2n floats on the device.
+int64_t vocab_parallel_correct(const Device& d, const ModelShard& s, const VocabularyShard& v, const float* logits,
+                               const int32_t* targets, int64_t n, float* scratch);
 
 }  // namespace pretrain

@@ -108,6 +108,7 @@ Losses PipelineRunner::run(const std::vector<ModelInputs>& micro, const std::fun
       const float* out = model_.forward_chunk(op.chunk, slot, in, key(op.micro), backward, loss_scale, &l);
       if (last_virtual(op.chunk)) {
         total.total += l.total, total.mlm += l.mlm, total.nsp += l.nsp, total.predictions += l.predictions;
+        total.correct += l.correct;
       } else {
         send(out, n, next(op.chunk), op.micro, true);
       }
