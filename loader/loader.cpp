@@ -401,8 +401,7 @@ struct Loader::Impl {
     out = OutputLayout::make(slot, dtype_size(config.id_dtype), ring->backend->needs_staging());
     for (int64_t length : lengths) {
       if (layouts.count(length)) continue;
-      const SlotLayout s = SlotLayout::make(config.kind, config.batch_size, length, predictions, source->vocab_size(),
-                                            config.narrow_tokens);
+      const SlotLayout s = slot.shorter(length);
       layouts[length] = {s, OutputLayout::make(s, dtype_size(config.id_dtype), ring->backend->needs_staging())};
     }
     for (int i = 0; i < slots; ++i) {

@@ -29,12 +29,19 @@ SlotLayout SlotLayout::make(ModelKind kind, int64_t batch_size, int64_t seq_len,
   SlotLayout l;
   l.kind = kind;
   l.batch_size = batch_size;
-  l.seq_len = seq_len;
   l.max_predictions = kind == ModelKind::bert ? max_predictions : 0;
   l.vocab_size = vocab_size;
   l.token_dtype = narrow_tokens && vocab_size > 0 && vocab_size <= 65536 ? TensorDType::u16 : TensorDType::i32;
+  return l.shorter(seq_len);
+}
+
+SlotLayout SlotLayout::shorter(int64_t length) const {
+  if (length <= 0 || (seq_len > 0 && length > seq_len))
+    throw UsageError(cat("a batch length of ", length, " does not fit slots of length ", seq_len));
+  SlotLayout l = *this;
+  l.seq_len = length;
   const size_t tok = dtype_size(l.token_dtype);
-  const size_t bs = size_t(batch_size), s = size_t(seq_len), p = size_t(l.max_predictions);
+  const size_t bs = size_t(batch_size), s = size_t(length), p = size_t(l.max_predictions);
   size_t at = 0;
   auto take = [&](size_t bytes) { size_t here = at; at += align64(bytes); return here; };
   if (kind == ModelKind::bert) {

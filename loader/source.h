@@ -48,6 +48,10 @@ struct SlotLayout {
 
   static SlotLayout make(ModelKind kind, int64_t batch_size, int64_t seq_len,
                          int64_t max_predictions, int64_t vocab_size, bool narrow_tokens);
+  // The same batch at a shorter length (a binned source's shorter bins), inside this slot; the
+  // predictions stay as many (NVIDIA's layout keeps max_predictions in every bin, even past a
+  // short bin's length: the unused ones are zero).
+  SlotLayout shorter(int64_t length) const;
   int64_t token_row() const { return kind == ModelKind::gpt ? seq_len + 1 : seq_len; }
 };
 
