@@ -560,6 +560,10 @@ int train(TrainOptions o, const Fault& fault) {
            grid.virtual_stages() > 1 ? cat(", ", grid.virtual_stages(), " virtual stages") : std::string());
   if (world.rank() == 0) print_config_line(o, config, model, grid, device, T, metrics.peak_tflops());
 
+  // The activations planned once for the longest batch the loader yields: steps of a shorter bin
+  // (--bin-size shards) are carved out of them and allocate nothing.
+  model.prepare(o.data.batch_size, loader.seq_len(), loader.max_predictions(),
+                pipeline.slots(int(o.data.grad_accum), true));
   for (int64_t step = done.step + 1; step <= run.max_steps; ++step) {
     const double t0 = now_seconds();
     StepBatch batch = next_step(loader, o, grid.data(), device);
