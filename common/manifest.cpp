@@ -102,6 +102,29 @@ uint64_t Manifest::total_records() const {
   return n;
 }
 
+json ManifestBin::to_json() const {
+  return {{"dir", dir}, {"bin", bin}, {"max_length", max_length}, {"records", records}, {"shards", shards}};
+}
+
+std::string ManifestBin::mismatch(const Manifest& m) const {
+  if (m.total_records() == records && m.seq_len == max_length) return {};
+  return cat("holds ", m.total_records(), " records of length ", m.seq_len, ", but the split's manifest lists ",
+             records, " of length ", max_length);
+}
+
+std::vector<ManifestBin> manifest_bins(const Manifest& split, const std::string& source) {
+  std::vector<ManifestBin> bins;
+  if (!split.extra.contains("bins")) return bins;
+  try {
+    for (const json& b : split.extra.at("bins"))
+      bins.push_back({b.at("dir").get<std::string>(), b.at("bin").get<int>(), b.at("max_length").get<int64_t>(),
+                      b.at("records").get<uint64_t>(), b.at("shards").get<uint64_t>()});
+  } catch (const json::exception& e) {
+    throw Error(Where{source}, cat("expected extra.bins, a list of {dir, bin, max_length, records, shards}: ", e.what()));
+  }
+  return bins;
+}
+
 ShardEntry Manifest::describe(const std::string& dir, const std::string& file, uint64_t records) {
   std::string path = path_join(dir, file);
   return ShardEntry{file, records, file_size(path), hex64(xxh3_file(path)), {}};

@@ -62,6 +62,22 @@ struct Manifest {
 
 inline constexpr const char* kManifestName = "manifest.json";
 
+// One bin of a length-binned BERT split (kFormatBertHdf5Binned, make-pretraining-shards
+// --bin-size): an entry of the split manifest's extra.bins, a shard set of its own in `dir`.
+struct ManifestBin {
+  std::string dir;          // relative to the split's manifest
+  int bin = 0;
+  int64_t max_length = 0;   // the padded length of its records
+  uint64_t records = 0;
+  uint64_t shards = 0;
+  nlohmann::json to_json() const;
+  // "" when the bin's own manifest holds the records and length listed here, else what differs.
+  std::string mismatch(const Manifest& bin_manifest) const;
+};
+// The bins a binned split's manifest lists (none when it has no list; Error naming `source` for a
+// malformed one).
+std::vector<ManifestBin> manifest_bins(const Manifest& split, const std::string& source);
+
 // One problem found by verify().
 struct VerifyProblem {
   std::string file;

@@ -132,20 +132,18 @@ static int verify_bins(const Manifest& m, const std::string& manifest_path, std:
   }
   int bad = 0;
   uint64_t records = 0;
-  for (const auto& bin : m.extra.value("bins", nlohmann::json::array())) {
-    const std::string bin_dir = path_join(root, bin.at("dir").get<std::string>());
+  const std::vector<ManifestBin> bins = manifest_bins(m, manifest_path);
+  for (const ManifestBin& bin : bins) {
+    const std::string bin_dir = path_join(root, bin.dir);
     bad += verify_dir(bin_dir, out);
-    Manifest b = Manifest::read(path_join(bin_dir, kManifestName));
-    if (b.total_records() != bin.at("records").get<uint64_t>() || b.seq_len != bin.at("max_length").get<int64_t>()) {
-      out << "BAD " << bin_dir << ": " << b.total_records() << " records of length " << b.seq_len << ", but "
-          << manifest_path << " lists " << bin.at("records") << " of length " << bin.at("max_length") << "\n";
+    const Manifest b = Manifest::read(path_join(bin_dir, kManifestName));
+    if (const std::string why = bin.mismatch(b); !why.empty()) {
+      out << "BAD " << bin_dir << ": " << why << " (" << manifest_path << ")\n";
       ++bad;
     }
     records += b.total_records();
   }
-  if (bad == 0)
-    out << "ok " << manifest_path << ": " << m.extra.value("bins", nlohmann::json::array()).size()
-        << " length bins of BERT shards, " << records << " records\n";
+  if (bad == 0) out << "ok " << manifest_path << ": " << bins.size() << " length bins of BERT shards, " << records << " records\n";
   return bad;
 }
 

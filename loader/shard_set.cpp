@@ -21,10 +21,10 @@ bool format_fits(const std::string& format, ModelKind kind) {
   return kind == ModelKind::bert ? format == kFormatBertHdf5 : format == kFormatMegatron || format == kFormatLlmc;
 }
 
-ShardSet from_manifest(const std::string& origin, const std::string& manifest_path, const LoaderConfig& config) {
+ShardSet from_manifest(const std::string& origin, const std::string& manifest_path, Manifest m,
+                       const LoaderConfig& config) {
   ShardSet set;
   set.origin = origin;
-  Manifest m = Manifest::read(manifest_path);
   const std::string dir = dir_name(manifest_path);
   if (!m.complete)
     throw Error(Where{manifest_path}, "the manifest is marked incomplete: the run that writes these shards has not "
@@ -109,24 +109,22 @@ ShardSet from_files(const std::string& origin, const LoaderConfig& config) {
 // per bin it lists, each checked against what the split's manifest says of it.
 void add_manifest(const std::string& origin, const std::string& manifest_path, const LoaderConfig& config,
                   std::vector<ShardSet>& sets) {
-  const Manifest m = Manifest::read(manifest_path);
-  if (m.format != kFormatBertHdf5Binned) return sets.push_back(from_manifest(origin, manifest_path, config));
+  Manifest m = Manifest::read(manifest_path);
+  if (m.format != kFormatBertHdf5Binned) return sets.push_back(from_manifest(origin, manifest_path, std::move(m), config));
   if (config.kind != ModelKind::bert)
     throw Error(Where{manifest_path}, cat("the shards are length-binned BERT shards, which a ",
                                           model_kind_name(config.kind), " loader does not read"));
   if (!m.complete)
     throw Error(Where{manifest_path}, "the manifest is marked incomplete: the run that writes these bins has not "
                                       "finished (or was interrupted; rerun it with --resume)");
-  const auto bins = m.extra.value("bins", nlohmann::json::array());
+  const std::vector<ManifestBin> bins = manifest_bins(m, manifest_path);
   if (bins.empty()) throw Error(Where{manifest_path}, "the binned manifest lists no bins");
-  for (const auto& bin : bins) {
-    const std::string bin_manifest = path_join(path_join(dir_name(manifest_path), bin.at("dir").get<std::string>()), kManifestName);
-    ShardSet set = from_manifest(cat(origin, " (", bin.at("dir").get<std::string>(), ")"), bin_manifest, config);
-    set.bin_length = bin.at("max_length").get<int64_t>();
-    if (set.manifest->seq_len != set.bin_length || set.manifest->total_records() != bin.at("records").get<uint64_t>())
-      throw Error(Where{bin_manifest}, cat("holds ", set.manifest->total_records(), " records of length ",
-                                           set.manifest->seq_len, "; ", manifest_path, " lists ", bin.at("records"),
-                                           " of length ", set.bin_length));
+  for (const ManifestBin& bin : bins) {
+    const std::string bin_manifest = path_join(path_join(dir_name(manifest_path), bin.dir), kManifestName);
+    ShardSet set = from_manifest(cat(origin, " (", bin.dir, ")"), bin_manifest, Manifest::read(bin_manifest), config);
+    if (const std::string why = bin.mismatch(*set.manifest); !why.empty())
+      throw Error(Where{bin_manifest}, cat(why, " (", manifest_path, ")"));
+    set.bin_length = bin.max_length;
     sets.push_back(std::move(set));
   }
 }

@@ -34,16 +34,15 @@ void write_bert_python_shards(const BertPythonOptions& o, const BertMaskVocab& v
                                               .mask_id = vocab.mask};
   // With length bins, each bin's instances in the script's order, bin by bin.
   const LengthBins bins = length_bins(o);
-  std::vector<uint64_t> per_bin(size_t(bins.count()), 0);
-  for (const auto& inst : instances) ++per_bin[size_t(bins.bin_of(inst.tokens.size()))];
+  std::vector<std::vector<const BertInstance*>> by_bin(size_t(bins.count()));
+  for (const auto& inst : instances) by_bin[size_t(bins.bin_of(inst.tokens.size()))].push_back(&inst);
   BertSplitWriter writer(output, bins, filler_options, stats);
   std::string buffer;  // one instance as a spill record: the rows and statistics come from one place
   for (int bin = 0; bin < bins.count(); ++bin) {
-    writer.begin_bin(bin, per_bin[size_t(bin)]);
-    for (const auto& inst : instances) {
-      if (bins.bin_of(inst.tokens.size()) != bin) continue;
+    writer.begin_bin(bin, by_bin[size_t(bin)].size());
+    for (const BertInstance* inst : by_bin[size_t(bin)]) {
       buffer.clear();
-      append_spill_record(inst, buffer);
+      append_spill_record(*inst, buffer);
       writer.add(SpillRecord(buffer.data(), buffer.size(), "(memory)", 0));
     }
     writer.end_bin();

@@ -32,12 +32,17 @@ BertSplitWriter::BertSplitWriter(const SplitOutput& split, const LengthBins& bin
   // Until finish(), the split's manifest says the bins are not all written: a reader of an
   // interrupted run sees complete = false, never an earlier run's list.
   make_dirs(split_.dir);
+  Manifest m = split_manifest();
+  m.complete = false;
+  m.write(path_join(split_.dir, kManifestName));
+}
+
+Manifest BertSplitWriter::split_manifest() const {
   Manifest m = split_.manifest;
   m.format = kFormatBertHdf5Binned;
   m.seq_len = bins_.seq_len;
   m.max_predictions = filler_options_.max_predictions;
-  m.complete = false;
-  m.write(path_join(split_.dir, kManifestName));
+  return m;
 }
 
 void BertSplitWriter::begin_bin(int bin, uint64_t records) {
@@ -72,11 +77,7 @@ void BertSplitWriter::end_bin() {
   filler_.reset();
   stats_.shards += series_->count();
   if (!bins_.binned()) return;  // finish() writes the one series' manifest
-  summaries_.push_back({{"dir", bin_dir_name(bin_)},
-                        {"bin", bin_},
-                        {"max_length", bins_.max_length(bin_)},
-                        {"records", records_},
-                        {"shards", series_->count()}});
+  summaries_.push_back({bin_dir_name(bin_), bin_, bins_.max_length(bin_), records_, series_->count()});
   series_->finish({{"instances", records_}, {"bin", bin_}, {"max_length", bins_.max_length(bin_)}});
   series_.reset();
 }
@@ -88,13 +89,14 @@ void BertSplitWriter::finish(const nlohmann::json& stats) {
     return;
   }
   std::vector<uint64_t> bin_records(size_t(bins_.count()), 0);
-  for (const auto& s : summaries_) bin_records[s.at("bin").get<size_t>()] = s.at("records").get<uint64_t>();
-  Manifest m = split_.manifest;
-  m.format = kFormatBertHdf5Binned;
-  m.seq_len = bins_.seq_len;
-  m.max_predictions = filler_options_.max_predictions;
+  nlohmann::json listed = nlohmann::json::array();
+  for (const ManifestBin& b : summaries_) {
+    bin_records[size_t(b.bin)] = b.records;
+    listed.push_back(b.to_json());
+  }
+  Manifest m = split_manifest();
   m.extra["bin_size"] = bins_.bin_size;
-  m.extra["bins"] = summaries_;
+  m.extra["bins"] = listed;
   m.extra["bin_records"] = bin_records;
   m.stats = stats;
   m.complete = true;

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/manifest.h"
 #include "datagen/shards/bert_shard_filler.h"
 #include "datagen/shards/make_shards_stats.h"
 #include "datagen/shards/shard_series.h"
@@ -62,7 +63,9 @@ class BertSplitWriter {
   LengthBins bins_;
   BertShardFillerOptions filler_options_;
   MakeShardsStats& stats_;
-  nlohmann::json summaries_ = nlohmann::json::array();
+  Manifest split_manifest() const;  // what the split's manifest says of the bins as a whole
+
+  std::vector<ManifestBin> summaries_;  // the non-empty bins written
   std::optional<ShardSeries> series_;
   std::optional<BertShardFiller> filler_;
   int bin_ = -1;
