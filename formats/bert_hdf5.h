@@ -6,6 +6,19 @@
 //   masked_lm_positions  int32 [N, max_predictions]  masked_lm_ids int32 [N, max_predictions]
 //
 // gzip-compressed chunked datasets, created in that order, no attributes. Padding is 0.
+//
+// Packed shards (make-pretraining-shards --pack, DESIGN.md "BERT shards") hold up to max_pack
+// instances per row, one after the other, and four more datasets after those six:
+//
+//   position_ids  int32 [N, seq_len]   each token's position within its instance (0 at each [CLS])
+//   sequence_ids  int8  [N, seq_len]   1..k: the instance a token belongs to; 0: padding
+//   next_sentence_positions      int32 [N, max_pack]  each instance's [CLS] position (0: no instance)
+//   packed_next_sentence_labels  int8  [N, max_pack]  each instance's NSP label (−1: no instance)
+//
+// The six NVIDIA datasets stay valid for an unpacked reader: input_mask is 1 on every instance's
+// tokens, masked_lm_positions are positions in the packed row (ascending), next_sentence_labels
+// is the first instance's label. Attention must stay inside an instance (sequence_ids), which an
+// unpacked reader does not know: it reads the file but trains on the rows as one sequence each.
 // Debian's HDF5 1.10.8 runs every call under one global lock, so the writer deflates chunks on
 // oneTBB workers and stores them with direct chunk writes, and the reader fetches raw chunks and
 // inflates them itself; HDF5 only moves compressed bytes.
@@ -26,19 +39,28 @@ struct BertRecord {
   std::vector<int32_t> input_ids, input_mask, segment_ids;
   std::vector<int32_t> masked_lm_positions, masked_lm_ids;
   int32_t next_sentence_label = 0;
+  // Packed rows only (empty otherwise): position_ids and sequence_ids zero-padded to seq_len,
+  // next_sentence_positions (0-padded) and packed_next_sentence_labels (−1-padded) to max_pack.
+  std::vector<int32_t> position_ids, sequence_ids, next_sentence_positions, packed_next_sentence_labels;
 };
 
 // `size` records as stored: struct of arrays, row-major, exactly as the datasets hold them.
 struct BertBatch {
   int64_t size = 0, seq_len = 0, max_predictions = 0;
+  int64_t max_pack = 0;  // instances per row of a packed shard; 0: not packed
   std::vector<int32_t> input_ids;                          // size * seq_len
   std::vector<int8_t> input_mask, segment_ids;             // size * seq_len
   std::vector<int32_t> masked_lm_positions, masked_lm_ids;  // size * max_predictions
   std::vector<int8_t> next_sentence_labels;                // size
+  // Packed only (empty when max_pack is 0).
+  std::vector<int32_t> position_ids;                 // size * seq_len
+  std::vector<int8_t> sequence_ids;                  // size * seq_len
+  std::vector<int32_t> next_sentence_positions;      // size * max_pack
+  std::vector<int8_t> packed_next_sentence_labels;   // size * max_pack (new elements −1)
 
   BertBatch() = default;
-  BertBatch(int64_t n, int64_t seq, int64_t max_pred) { resize(n, seq, max_pred); }
-  void resize(int64_t n, int64_t seq, int64_t max_pred);  // new elements are 0
+  BertBatch(int64_t n, int64_t seq, int64_t max_pred, int64_t pack = 0) { resize(n, seq, max_pred, pack); }
+  void resize(int64_t n, int64_t seq, int64_t max_pred, int64_t pack = 0);  // new elements are 0 (labels −1)
   BertRecord record(int64_t i) const;                     // row i widened to a BertRecord
   void set(int64_t i, const BertRecord& r);               // zero-pads; no range checks on values
 };
@@ -53,6 +75,8 @@ struct BertShardOptions {
   // this number (and never on the thread count).
   int in_flight_chunks = 0;
   static constexpr int kDefaultInFlightChunks = 8;
+  // Packed shards: instances per row (the four extra datasets are written); 0: NVIDIA's six only.
+  int64_t max_pack = 0;
 };
 
 // Streams records into a shard. Output goes to `path`.tmp-<pid> and appears under `path` only
@@ -101,6 +125,7 @@ class BertShardReader {
   int64_t size() const;
   int64_t seq_len() const;
   int64_t max_predictions() const;
+  int64_t max_pack() const;  // a packed shard's instances per row; 0: not packed
   // True when every dataset is read through raw chunks (whole file on the fast path).
   bool raw_chunk_path() const;
 

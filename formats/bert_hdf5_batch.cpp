@@ -8,19 +8,23 @@
 
 namespace pretrain {
 
-void BertBatch::resize(int64_t n, int64_t seq, int64_t max_pred) {
+void BertBatch::resize(int64_t n, int64_t seq, int64_t max_pred, int64_t pack) {
   auto elements = [](int64_t a, int64_t b) {
     int64_t r;
     if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r)) throw Error(cat("BertBatch of ", a, " x ", b, " is too large"));
     return static_cast<size_t>(r);
   };
-  size = n, seq_len = seq, max_predictions = max_pred;
+  size = n, seq_len = seq, max_predictions = max_pred, max_pack = pack;
   input_ids.resize(elements(n, seq));
   input_mask.resize(elements(n, seq));
   segment_ids.resize(elements(n, seq));
   masked_lm_positions.resize(elements(n, max_pred));
   masked_lm_ids.resize(elements(n, max_pred));
   next_sentence_labels.resize(elements(n, 1));
+  position_ids.resize(pack > 0 ? elements(n, seq) : 0);
+  sequence_ids.resize(pack > 0 ? elements(n, seq) : 0);
+  next_sentence_positions.resize(elements(n, pack));
+  packed_next_sentence_labels.resize(elements(n, pack), int8_t{-1});
 }
 
 BertRecord BertBatch::record(int64_t i) const {
@@ -35,16 +39,22 @@ BertRecord BertBatch::record(int64_t i) const {
   r.masked_lm_positions = row(masked_lm_positions, max_predictions);
   r.masked_lm_ids = row(masked_lm_ids, max_predictions);
   r.next_sentence_label = next_sentence_labels[static_cast<size_t>(i)];
+  if (max_pack > 0) {
+    r.position_ids = row(position_ids, seq_len);
+    r.sequence_ids = row(sequence_ids, seq_len);
+    r.next_sentence_positions = row(next_sentence_positions, max_pack);
+    r.packed_next_sentence_labels = row(packed_next_sentence_labels, max_pack);
+  }
   return r;
 }
 
 void BertBatch::set(int64_t i, const BertRecord& r) {
-  auto put = [i](auto& v, int64_t w, const std::vector<int32_t>& src) {
+  auto put = [i](auto& v, int64_t w, const std::vector<int32_t>& src, int fill = 0) {
     using T = typename std::decay_t<decltype(v)>::value_type;
     auto* row = v.data() + i * w;
     int64_t n = std::min<int64_t>(w, static_cast<int64_t>(src.size()));
     for (int64_t j = 0; j < n; ++j) row[j] = static_cast<T>(src[static_cast<size_t>(j)]);
-    std::fill(row + n, row + w, T{0});
+    std::fill(row + n, row + w, static_cast<T>(fill));
   };
   put(input_ids, seq_len, r.input_ids);
   put(input_mask, seq_len, r.input_mask);
@@ -52,6 +62,12 @@ void BertBatch::set(int64_t i, const BertRecord& r) {
   put(masked_lm_positions, max_predictions, r.masked_lm_positions);
   put(masked_lm_ids, max_predictions, r.masked_lm_ids);
   next_sentence_labels[static_cast<size_t>(i)] = static_cast<int8_t>(r.next_sentence_label);
+  if (max_pack > 0) {
+    put(position_ids, seq_len, r.position_ids);
+    put(sequence_ids, seq_len, r.sequence_ids);
+    put(next_sentence_positions, max_pack, r.next_sentence_positions);
+    put(packed_next_sentence_labels, max_pack, r.packed_next_sentence_labels, -1);
+  }
 }
 
 }  // namespace pretrain

@@ -118,7 +118,7 @@ struct BertShardReader::Impl {
   Hid file, dxpl;
   ChunkFile chunk_file;
   std::array<Dataset, 6> sets;
-  int64_t records = 0, seq = 0, max_pred = 0;
+  int64_t records = 0, seq = 0, max_pred = 0, max_pack = 0;
   BertBatch one;  // scratch for read()
 
   Impl(const std::string& p, BertReadPath read_path) : path(p) {
@@ -476,6 +476,7 @@ const std::string& BertShardReader::path() const { return impl_->path; }
 int64_t BertShardReader::size() const { return impl_->records; }
 int64_t BertShardReader::seq_len() const { return impl_->seq; }
 int64_t BertShardReader::max_predictions() const { return impl_->max_pred; }
+int64_t BertShardReader::max_pack() const { return impl_->max_pack; }
 bool BertShardReader::raw_chunk_path() const {
   return std::all_of(impl_->sets.begin(), impl_->sets.end(), [](const Dataset& d) { return d.raw; });
 }

@@ -150,8 +150,15 @@ struct Batch {
   // BERT: [size, seq_len] input_ids, segment_ids, input_mask; [size, max_predictions]
   // masked_lm_positions, masked_lm_ids (0-padded, NVIDIA's layout); mlm_labels [size, seq_len]
   // (the id at masked positions, -1 elsewhere); next_sentence_labels [size].
+  // Packed shards (make-pretraining-shards --pack; K = their max_pack instances per row) add
+  // position_ids [size, seq_len] (restarting at each instance), sequence_ids [size, seq_len]
+  // (1..k: the instance a token is in, 0: padding; attention stays between equal ids) and
+  // next_sentence_positions [size, K] (each instance's [CLS], 0: no instance), and their
+  // next_sentence_labels are [size, K] (−1: no instance).
   Tensor input_ids, segment_ids, input_mask, masked_lm_positions, masked_lm_ids, mlm_labels,
       next_sentence_labels;
+  Tensor position_ids, sequence_ids, next_sentence_positions;  // packed only
+  bool packed() const { return sequence_ids.defined(); }
   // GPT: tokens and targets [size, seq_len]; targets are tokens shifted by one.
   Tensor tokens, targets;
 

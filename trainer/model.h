@@ -97,15 +97,22 @@ struct ModelInputs {
   const int32_t* ids = nullptr;
   // BERT
   const int32_t* types = nullptr;  // segment ids [B, T]
-  const int32_t* mask = nullptr;   // input_mask [B, T]
+  // Attention mask [B, T]: input_mask (1: token, 0: padding), or a packed batch's sequence_ids
+  // (a query of instance k sees only the keys of instance k; padding sees every token).
+  const int32_t* mask = nullptr;
+  const int32_t* positions = nullptr;  // position_ids [B, T] (packed); null: the column index
   int64_t P = 0;                   // max predictions
   const int32_t* mlm_positions = nullptr;  // [B, P]
   const int32_t* mlm_ids = nullptr;        // [B, P]
-  const int32_t* nsp_labels = nullptr;     // [B]
+  // NSP: K instances per row (1 unpacked), their [CLS] positions [B, K] (null: position 0) and
+  // labels [B, K] (−1: no instance, ignored).
+  int64_t K = 1;
+  const int32_t* nsp_positions = nullptr;
+  const int32_t* nsp_labels = nullptr;
   // GPT
   const int32_t* targets = nullptr;  // [B, T]
   // What the mean losses divide by: the MLM predictions (BERT) or tokens (GPT), and the NSP
-  // samples, of the whole step — every micro-batch on every rank — so that the gradients the ranks
+  // samples (instances, when packed), of the whole step — every micro-batch on every rank — so that the gradients the ranks
   // sum are those of one big batch. 0: this micro-batch's own count.
   double lm_denominator = 0, nsp_denominator = 0;
 };
