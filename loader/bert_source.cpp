@@ -68,21 +68,24 @@ class BertSource final : public SampleSource {
       }
       for (size_t i = 0; i < set.files.size(); ++i) {
         Shard shard{set.files[i], 0, first};
-        int64_t seq = 0, pred = 0;
+        int64_t seq = 0, pred = 0, pack = 0;
         if (m && m->seq_len > 0 && m->max_predictions > 0) {  // the manifest says; decode checks it
           shard.records = int64_t(m->shards[i].records);
           seq = m->seq_len;
           pred = m->max_predictions;
+          pack = m->extra.value("max_pack", int64_t{0});
         } else {
           BertShardReader reader(shard.path);
           shard.records = reader.size();
           seq = reader.seq_len();
           pred = reader.max_predictions();
+          pack = reader.max_pack();
         }
-        if (seq_len_ == 0) seq_len_ = seq, max_predictions_ = pred, first_path = shard.path;
-        if (seq != seq_len_ || pred != max_predictions_)
-          throw Error(Where{shard.path}, cat("seq_len ", seq, " and max_predictions ", pred, " differ from the first shard's (",
-                                             seq_len_, ", ", max_predictions_, ") of ", first_path));
+        if (first_path.empty()) seq_len_ = seq, max_predictions_ = pred, max_pack_ = pack, first_path = shard.path;
+        if (seq != seq_len_ || pred != max_predictions_ || pack != max_pack_)
+          throw Error(Where{shard.path}, cat("seq_len ", seq, ", max_predictions ", pred, " and max_pack ", pack,
+                                             " (0: not packed) differ from the first shard's (", seq_len_, ", ",
+                                             max_predictions_, ", ", max_pack_, ") of ", first_path));
         if (shard.records == 0) continue;
         first += shard.records;
         shards_.push_back(std::move(shard));
@@ -99,6 +102,7 @@ class BertSource final : public SampleSource {
       special_ids_ = tokenizer->special_ids;
     }
     std::string key = cat("bert|", seq_len_, "|", max_predictions_, "|", o.shuffle, "|", o.shuffle_window);
+    if (max_pack_ > 0) key += cat("|packed ", max_pack_);
     for (const Shard& s : shards_) key += cat("|", base_name(s.path), ":", s.records);
     fingerprint_ = xxh3_bytes(key.data(), key.size());
   }
@@ -111,6 +115,7 @@ class BertSource final : public SampleSource {
   uint64_t samples_per_epoch() const override { return uint64_t(total_); }
   int64_t seq_len() const override { return seq_len_; }
   int64_t max_predictions() const override { return max_predictions_; }
+  int64_t max_pack() const override { return max_pack_; }
   int64_t vocab_size() const override { return vocab_size_; }
   std::map<std::string, int64_t> special_ids() const override { return special_ids_; }
   uint64_t fingerprint() const override { return fingerprint_; }
@@ -123,6 +128,9 @@ class BertSource final : public SampleSource {
       out.put_bert(row, &b.input_ids[size_t(r * s)], &b.segment_ids[size_t(r * s)], &b.input_mask[size_t(r * s)],
                    &b.masked_lm_positions[size_t(r * p)], &b.masked_lm_ids[size_t(r * p)], p,
                    b.next_sentence_labels[size_t(r)]);
+      if (const int64_t k = b.max_pack; k > 0)
+        out.put_packing(row, &b.position_ids[size_t(r * s)], &b.sequence_ids[size_t(r * s)],
+                        &b.next_sentence_positions[size_t(r * k)], &b.packed_next_sentence_labels[size_t(r * k)]);
     } catch (const Error& e) {
       throw Error(Where::at_record(shards_[at.shard_index].path, r), e.what());
     }
@@ -255,9 +263,10 @@ class BertSource final : public SampleSource {
       BertShardReader reader(shard.path);
       if (reader.size() != shard.records)
         throw Error(Where{shard.path}, cat("holds ", reader.size(), " records, but its manifest says ", shard.records));
-      if (reader.seq_len() != seq_len_ || reader.max_predictions() != max_predictions_)
-        throw Error(Where{shard.path}, cat("has seq_len ", reader.seq_len(), " and max_predictions ", reader.max_predictions(),
-                                           ", expected ", seq_len_, " and ", max_predictions_));
+      if (reader.seq_len() != seq_len_ || reader.max_predictions() != max_predictions_ || reader.max_pack() != max_pack_)
+        throw Error(Where{shard.path}, cat("has seq_len ", reader.seq_len(), ", max_predictions ", reader.max_predictions(),
+                                           " and max_pack ", reader.max_pack(), ", expected ", seq_len_, ", ",
+                                           max_predictions_, " and ", max_pack_));
       reader.read_range(0, shard.records, dw->shards[k]);
     });
     if (options_.shuffle) {
@@ -270,7 +279,7 @@ class BertSource final : public SampleSource {
 
   BertSourceOptions options_;
   std::vector<Shard> shards_;
-  int64_t total_ = 0, seq_len_ = 0, max_predictions_ = 0, vocab_size_ = 0;
+  int64_t total_ = 0, seq_len_ = 0, max_predictions_ = 0, max_pack_ = 0, vocab_size_ = 0;
   std::map<std::string, int64_t> special_ids_;
   uint64_t fingerprint_ = 0;
 

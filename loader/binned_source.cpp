@@ -48,6 +48,8 @@ class BinnedSource final : public SampleSource {
       bo.seed = CounterRng::mix(o.bert.seed ^ uint64_t(length));  // each bin its own order
       bins_.push_back(make_bert_source(bo));
       const SampleSource& bin = *bins_.back();
+      if (bin.max_pack() > 0)  // make-pretraining-shards never writes these: packed rows are all --seq-len long
+        throw UsageError(Where{bo.sets.front().origin}, "holds packed rows: a length bin cannot be packed");
       if (bin.max_predictions() != bins_.front()->max_predictions())
         throw UsageError(Where{bo.sets.front().origin}, cat("has max_predictions ", bin.max_predictions(), ", the bin of length ",
                                                             bins_.front()->seq_len(), " ", bins_.front()->max_predictions()));

@@ -75,11 +75,14 @@ typedef struct {
   size_t bytes;
 } pretrain_tensor_t;
 
-#define PRETRAIN_MAX_TENSORS 8
+#define PRETRAIN_MAX_TENSORS 16
 
 /* One batch. BERT: input_ids, segment_ids, input_mask [size, seq_len]; masked_lm_positions,
  * masked_lm_ids [size, max_predictions]; mlm_labels [size, seq_len] (the id at masked positions,
- * -1 elsewhere); next_sentence_labels [size]. GPT: tokens, targets [size, seq_len]. */
+ * -1 elsewhere); next_sentence_labels [size]. Packed BERT shards (K instances per row) make
+ * next_sentence_labels [size, K] (-1: no instance) and add position_ids, sequence_ids
+ * [size, seq_len] (1..k: the token's instance, 0: padding) and next_sentence_positions [size, K]
+ * (each instance's [CLS]). GPT: tokens, targets [size, seq_len]. */
 typedef struct {
   int64_t size;   /* rows; the last batch of an epoch may be short */
   uint64_t epoch;

@@ -25,7 +25,13 @@ OutputLayout OutputLayout::make(const SlotLayout& slot, size_t id_size, bool sta
     o.mlm_labels = take(bs);
     o.masked_lm_positions = take(bp);
     o.masked_lm_ids = take(bp);
-    o.next_sentence_labels = take(size_t(slot.batch_size) * id_size);
+    const size_t bk = size_t(slot.batch_size) * size_t(slot.nsp_slots()) * id_size;
+    o.next_sentence_labels = take(bk);
+    if (slot.max_pack > 0) {
+      o.position_ids = take(bs);
+      o.sequence_ids = take(bs);
+      o.next_sentence_positions = take(bk);
+    }
   } else {
     o.tokens = take(bs);
     o.targets = take(bs);

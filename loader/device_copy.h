@@ -20,6 +20,7 @@ namespace pretrain {
 struct OutputLayout {
   size_t input_ids = 0, segment_ids = 0, input_mask = 0, masked_lm_positions = 0, masked_lm_ids = 0,
          mlm_labels = 0, next_sentence_labels = 0, tokens = 0, targets = 0;
+  size_t position_ids = 0, sequence_ids = 0, next_sentence_positions = 0;  // packed BERT
   size_t staging = 0;
   size_t bytes = 0;
   size_t id_size = 4;  // sizeof(T)
@@ -35,6 +36,7 @@ WidenArgs<T> widen_args(const SlotLayout& slot, const OutputLayout& out, int64_t
   a.seq_len = slot.seq_len;
   a.max_predictions = slot.max_predictions;
   a.token_row = slot.token_row();
+  a.nsp_slots = slot.nsp_slots();
   a.tokens16 = slot.token_dtype == TensorDType::u16;
   auto at = [dst](size_t offset) { return reinterpret_cast<T*>(dst + offset); };
   if (slot.kind == ModelKind::bert) {
@@ -51,6 +53,14 @@ WidenArgs<T> widen_args(const SlotLayout& slot, const OutputLayout& out, int64_t
     a.out_masked_lm_ids = at(out.masked_lm_ids);
     a.out_mlm_labels = at(out.mlm_labels);
     a.out_next_sentence_labels = at(out.next_sentence_labels);
+    if (slot.max_pack > 0) {
+      a.position_ids = reinterpret_cast<const uint16_t*>(src + slot.position_ids);
+      a.sequence_ids = src + slot.sequence_ids;
+      a.next_sentence_positions = reinterpret_cast<const uint16_t*>(src + slot.next_sentence_positions);
+      a.out_position_ids = at(out.position_ids);
+      a.out_sequence_ids = at(out.sequence_ids);
+      a.out_next_sentence_positions = at(out.next_sentence_positions);
+    }
   } else {
     a.tokens = src + slot.tokens;
     a.out_tokens = at(out.tokens);

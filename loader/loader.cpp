@@ -74,9 +74,14 @@ template int64_t* Tensor::as<int64_t>() const;
 
 std::vector<std::pair<std::string, Tensor>> Batch::tensors() const {
   if (kind == ModelKind::gpt) return {{"tokens", tokens}, {"targets", targets}};
-  return {{"input_ids", input_ids}, {"segment_ids", segment_ids}, {"input_mask", input_mask},
-          {"masked_lm_positions", masked_lm_positions}, {"masked_lm_ids", masked_lm_ids},
-          {"mlm_labels", mlm_labels}, {"next_sentence_labels", next_sentence_labels}};
+  std::vector<std::pair<std::string, Tensor>> out = {
+      {"input_ids", input_ids}, {"segment_ids", segment_ids}, {"input_mask", input_mask},
+      {"masked_lm_positions", masked_lm_positions}, {"masked_lm_ids", masked_lm_ids},
+      {"mlm_labels", mlm_labels}, {"next_sentence_labels", next_sentence_labels}};
+  if (packed())
+    out.insert(out.end(), {{"position_ids", position_ids}, {"sequence_ids", sequence_ids},
+                           {"next_sentence_positions", next_sentence_positions}});
+  return out;
 }
 
 std::string LoaderState::to_json() const {
@@ -390,7 +395,7 @@ struct Loader::Impl {
     int64_t predictions = source->max_predictions();
     if (config.masking.enabled) masking = make_masking(predictions);
     slot = SlotLayout::make(config.kind, config.batch_size, source->seq_len(), predictions, source->vocab_size(),
-                            config.narrow_tokens);
+                            config.narrow_tokens, source->max_pack());
     std::vector<int64_t> lengths{source->seq_len()};
     for (const SampleSource::Run& r : source->runs(0)) lengths.push_back(r.seq_len);
 
@@ -722,7 +727,12 @@ struct Loader::Impl {
       b.masked_lm_positions = tensor(batch_out.masked_lm_positions, p);
       b.masked_lm_ids = tensor(batch_out.masked_lm_ids, p);
       b.mlm_labels = tensor(batch_out.mlm_labels, s);
-      b.next_sentence_labels = tensor(batch_out.next_sentence_labels, 0);
+      b.next_sentence_labels = tensor(batch_out.next_sentence_labels, batch_slot.max_pack);
+      if (batch_slot.max_pack > 0) {
+        b.position_ids = tensor(batch_out.position_ids, s);
+        b.sequence_ids = tensor(batch_out.sequence_ids, s);
+        b.next_sentence_positions = tensor(batch_out.next_sentence_positions, batch_slot.max_pack);
+      }
     } else {
       b.tokens = tensor(batch_out.tokens, s);
       b.targets = tensor(batch_out.targets, s);
@@ -765,6 +775,7 @@ LoaderStats Loader::stats() const { return impl_->get_stats(); }
 const LoaderConfig& Loader::config() const { return impl_->config; }
 int64_t Loader::seq_len() const { return impl_->slot.seq_len; }
 int64_t Loader::max_predictions() const { return impl_->slot.max_predictions; }
+int64_t Loader::max_pack() const { return impl_->slot.max_pack; }
 int64_t Loader::vocab_size() const { return impl_->source->vocab_size(); }
 uint64_t Loader::samples_per_epoch() const { return impl_->source->samples_per_epoch(); }
 uint64_t Loader::batches_per_epoch() const { return impl_->consumer_view.batches_per_epoch(); }

@@ -191,6 +191,7 @@ class Loader {
   const LoaderConfig& config() const;
   int64_t seq_len() const;
   int64_t max_predictions() const;  // BERT
+  int64_t max_pack() const;  // packed BERT shards: instances per row (K); 0: not packed
   int64_t vocab_size() const;       // 0 when unknown
   uint64_t samples_per_epoch() const;  // over all ranks
   uint64_t batches_per_epoch() const;  // this rank's

@@ -19,15 +19,18 @@ size_t align64(size_t n) { return (n + 63) & ~size_t(63); }
 }  // namespace
 
 SlotLayout SlotLayout::make(ModelKind kind, int64_t batch_size, int64_t seq_len,
-                            int64_t max_predictions, int64_t vocab_size, bool narrow_tokens) {
+                            int64_t max_predictions, int64_t vocab_size, bool narrow_tokens, int64_t max_pack) {
   if (batch_size <= 0) throw UsageError("batch size must be positive, not " + std::to_string(batch_size));
   if (seq_len <= 0) throw UsageError("sequence length must be positive, not " + std::to_string(seq_len));
   if (kind == ModelKind::bert && (max_predictions < 0 || max_predictions > seq_len))
     throw UsageError("max_predictions " + std::to_string(max_predictions) + " must be in [0, seq_len]");
   if (kind == ModelKind::bert && seq_len > 65535)
     throw UsageError("BERT seq_len " + std::to_string(seq_len) + " is over 65535 (positions travel as uint16)");
+  if (max_pack < 0 || max_pack > 127 || (max_pack > 0 && kind != ModelKind::bert))
+    throw UsageError(cat("max_pack ", max_pack, " must be in [0, 127] (BERT only)"));
   SlotLayout l;
   l.kind = kind;
+  l.max_pack = max_pack;
   l.batch_size = batch_size;
   l.max_predictions = kind == ModelKind::bert ? max_predictions : 0;
   l.vocab_size = vocab_size;
@@ -50,7 +53,12 @@ SlotLayout SlotLayout::shorter(int64_t length) const {
     l.input_mask = take(bs * s);
     l.masked_lm_positions = take(bs * p * 2);
     l.masked_lm_ids = take(bs * p * tok);
-    l.next_sentence_labels = take(bs);
+    l.next_sentence_labels = take(bs * size_t(l.nsp_slots()));
+    if (max_pack > 0) {
+      l.position_ids = take(bs * s * 2);
+      l.sequence_ids = take(bs * s);
+      l.next_sentence_positions = take(bs * size_t(max_pack) * 2);
+    }
   } else {
     l.tokens = take(bs * (s + 1) * tok);
   }
@@ -111,7 +119,36 @@ void HostRows::put_bert(int64_t row, const int32_t* input_ids, const int8_t* seg
   std::memset(base_ + l.masked_lm_ids + size_t(row * l.max_predictions + p) * tok, 0, pad * tok);
   if (next_sentence_label != 0 && next_sentence_label != 1)
     bad_value("next_sentence_label", next_sentence_label, "0 or 1");
-  base_[l.next_sentence_labels + size_t(row)] = uint8_t(next_sentence_label);
+  base_[l.next_sentence_labels + size_t(row * l.nsp_slots())] = uint8_t(next_sentence_label);
+}
+
+void HostRows::put_packing(int64_t row, const int32_t* position_ids, const int8_t* sequence_ids,
+                           const int32_t* next_sentence_positions, const int8_t* next_sentence_labels) const {
+  const SlotLayout& l = layout_;
+  if (l.max_pack == 0) throw Error("internal: a packed row for a slot that is not packed");
+  const int64_t s = l.seq_len, k = l.max_pack;
+  uint16_t* pos = array<uint16_t>(l.position_ids) + row * s;
+  uint8_t* seq = base_ + l.sequence_ids + row * s;
+  const uint8_t* mask = base_ + l.input_mask + row * s;
+  for (int64_t i = 0; i < s; ++i) {
+    if (position_ids[i] < 0 || position_ids[i] >= s)
+      bad_value("position_id", position_ids[i], cat("a position in [0, ", s, ")"));
+    if (sequence_ids[i] < 0 || sequence_ids[i] > k) bad_value("sequence_id", sequence_ids[i], cat("0 to ", k));
+    if ((sequence_ids[i] != 0) != (mask[i] != 0))
+      bad_value("sequence_id", sequence_ids[i], mask[i] ? cat("1 to ", k, " where input_mask is 1") : "0 where input_mask is 0");
+    pos[i] = uint16_t(position_ids[i]);
+    seq[i] = uint8_t(sequence_ids[i]);
+  }
+  uint16_t* cls = array<uint16_t>(l.next_sentence_positions) + row * k;
+  uint8_t* labels = base_ + l.next_sentence_labels + row * k;
+  for (int64_t j = 0; j < k; ++j) {
+    if (next_sentence_positions[j] < 0 || next_sentence_positions[j] >= s)
+      bad_value("next_sentence_position", next_sentence_positions[j], cat("a position in [0, ", s, ")"));
+    if (next_sentence_labels[j] < -1 || next_sentence_labels[j] > 1)
+      bad_value("packed next_sentence_label", next_sentence_labels[j], "-1 (no instance), 0 or 1");
+    cls[j] = uint16_t(next_sentence_positions[j]);
+    labels[j] = uint8_t(next_sentence_labels[j]);
+  }
 }
 
 void HostRows::put_tokens(int64_t row, int64_t column, const uint32_t* tokens, size_t count) const {

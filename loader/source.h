@@ -36,23 +36,28 @@ std::vector<ShardSet> resolve_sources(const LoaderConfig& config);
 struct SlotLayout {
   ModelKind kind = ModelKind::bert;
   int64_t batch_size = 0, seq_len = 0, max_predictions = 0;
+  int64_t max_pack = 0;  // packed shards: instances per row (0: not packed)
   TensorDType token_dtype = TensorDType::i32;  // u16 or i32
   int64_t vocab_size = 0;                      // ids must be < this (0: unchecked)
   // BERT arrays: [B, S] input_ids (token), segment_ids (u8), input_mask (u8); [B, P]
-  // masked_lm_positions (u16), masked_lm_ids (token); [B] next_sentence_labels (u8).
+  // masked_lm_positions (u16), masked_lm_ids (token); [B, nsp_slots()] next_sentence_labels (u8
+  // holding int8: −1 marks a packed row's empty slot). Packed: [B, S] position_ids (u16),
+  // sequence_ids (u8); [B, K] next_sentence_positions (u16).
   size_t input_ids = 0, segment_ids = 0, input_mask = 0, masked_lm_positions = 0,
          masked_lm_ids = 0, next_sentence_labels = 0;
+  size_t position_ids = 0, sequence_ids = 0, next_sentence_positions = 0;
   // GPT: [B, S + 1] tokens (token); tokens and targets are the two overlapping views of it.
   size_t tokens = 0;
   size_t bytes = 0;
 
   static SlotLayout make(ModelKind kind, int64_t batch_size, int64_t seq_len,
-                         int64_t max_predictions, int64_t vocab_size, bool narrow_tokens);
+                         int64_t max_predictions, int64_t vocab_size, bool narrow_tokens, int64_t max_pack = 0);
   // The same batch at a shorter length (a binned source's shorter bins), inside this slot; the
   // predictions stay as many (NVIDIA's layout keeps max_predictions in every bin, even past a
   // short bin's length: the unused ones are zero).
   SlotLayout shorter(int64_t length) const;
   int64_t token_row() const { return kind == ModelKind::gpt ? seq_len + 1 : seq_len; }
+  int64_t nsp_slots() const { return max_pack > 0 ? max_pack : 1; }  // NSP labels per row
 };
 
 // One host slot being filled: sources write rows through this, which narrows ids and checks them.
@@ -71,6 +76,11 @@ class HostRows {
   void put_bert(int64_t row, const int32_t* input_ids, const int8_t* segment_ids,
                 const int8_t* input_mask, const int32_t* masked_lm_positions,
                 const int32_t* masked_lm_ids, int64_t predictions, int8_t next_sentence_label) const;
+  // The rest of a packed row (after put_bert): seq_len position_ids and sequence_ids, max_pack
+  // [CLS] positions and NSP labels. Throws Error when a value is outside its range (the caller
+  // adds the file) or the slot is not packed.
+  void put_packing(int64_t row, const int32_t* position_ids, const int8_t* sequence_ids,
+                   const int32_t* next_sentence_positions, const int8_t* next_sentence_labels) const;
   // GPT: tokens [column, column + tokens.size) of row `row`; same checks on ids.
   void put_tokens(int64_t row, int64_t column, const TokenSpan& tokens) const;
   void put_tokens(int64_t row, int64_t column, const uint32_t* tokens, size_t count) const;
@@ -100,6 +110,7 @@ class SampleSource {
   virtual uint64_t fingerprint() const = 0;
   virtual int64_t seq_len() const = 0;
   virtual int64_t max_predictions() const { return 0; }
+  virtual int64_t max_pack() const { return 0; }  // packed BERT shards' instances per row
   // Largest id + 1 the data may hold (from the manifest's tokenizer), 0 when unknown.
   virtual int64_t vocab_size() const = 0;
   virtual std::map<std::string, int64_t> special_ids() const { return {}; }

@@ -15,6 +15,7 @@ namespace pretrain {
 template <typename T>
 struct WidenArgs {
   int64_t rows = 0, seq_len = 0, max_predictions = 0, token_row = 0;  // token_row: GPT seq_len + 1
+  int64_t nsp_slots = 1;  // NSP labels per row: a packed slot's max_pack, else 1
   bool tokens16 = true;
   // BERT sources (slot) and destinations (batch)
   const void* input_ids = nullptr;
@@ -22,7 +23,10 @@ struct WidenArgs {
   const uint8_t* input_mask = nullptr;
   const uint16_t* masked_lm_positions = nullptr;
   const void* masked_lm_ids = nullptr;
-  const uint8_t* next_sentence_labels = nullptr;
+  const uint8_t* next_sentence_labels = nullptr;  // int8 values (−1: a packed row's empty slot)
+  const uint16_t* position_ids = nullptr;         // packed only, as the next two
+  const uint8_t* sequence_ids = nullptr;
+  const uint16_t* next_sentence_positions = nullptr;
   T* out_input_ids = nullptr;
   T* out_segment_ids = nullptr;
   T* out_input_mask = nullptr;
@@ -30,6 +34,9 @@ struct WidenArgs {
   T* out_masked_lm_ids = nullptr;
   T* out_mlm_labels = nullptr;
   T* out_next_sentence_labels = nullptr;
+  T* out_position_ids = nullptr;
+  T* out_sequence_ids = nullptr;
+  T* out_next_sentence_positions = nullptr;
   // GPT source and destinations
   const void* tokens = nullptr;
   T* out_tokens = nullptr;
@@ -44,14 +51,22 @@ PRETRAIN_HD inline T load_token(const void* base, bool tokens16, int64_t i) {
 // BERT in two passes (two launches on one stream on the GPU, two loops on the CPU), so that no
 // element scans a row: pass 1 widens the [B, S] tensors and sets every dense MLM label to -1; pass
 // 2 widens the [B, P] tensors and writes each prediction's label at its position.
-// Pass 1, element i of [0, rows * seq_len); the [B] labels ride along on the first rows elements.
+// Pass 1, element i of [0, rows * seq_len); the [B, nsp_slots] labels (and a packed row's [CLS]
+// positions) ride along on the first rows · nsp_slots elements (nsp_slots ≤ seq_len).
 template <typename T>
 PRETRAIN_HD inline void widen_bert_tokens(const WidenArgs<T>& a, int64_t i) {
   a.out_input_ids[i] = load_token<T>(a.input_ids, a.tokens16, i);
   a.out_segment_ids[i] = T(a.segment_ids[i]);
   a.out_input_mask[i] = T(a.input_mask[i]);
   a.out_mlm_labels[i] = T(-1);
-  if (i < a.rows) a.out_next_sentence_labels[i] = T(a.next_sentence_labels[i]);
+  if (a.position_ids) {
+    a.out_position_ids[i] = T(a.position_ids[i]);
+    a.out_sequence_ids[i] = T(a.sequence_ids[i]);
+  }
+  if (i < a.rows * a.nsp_slots) {
+    a.out_next_sentence_labels[i] = T(int8_t(a.next_sentence_labels[i]));
+    if (a.next_sentence_positions) a.out_next_sentence_positions[i] = T(a.next_sentence_positions[i]);
+  }
 }
 
 // Pass 2, element i of [0, rows * max_predictions). Predictions count as NVIDIA's

@@ -1,6 +1,7 @@
 // Small BERT HDF5 shard sets for the loader's tests: `sizes[i]` records in shard-<i>.hdf5 (chunks of
 // 8 records), record g made by the test's own `make_record(g)` (numbered across the shards, so a
-// sample can say which record it came from), and the manifest make-pretraining-shards would write.
+// sample can say which record it came from), and the manifest make-pretraining-shards would write
+// (with max_pack > 0, packed shards: the records must carry their packing fields).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -21,7 +22,8 @@ struct BertShardFiles {
 
 inline BertShardFiles write_bert_shards(const std::string& dir, const std::vector<int64_t>& sizes, int64_t seq_len,
                                         int64_t max_predictions, std::map<std::string, int64_t> special_ids,
-                                        const std::function<BertRecord(int64_t)>& make_record) {
+                                        const std::function<BertRecord(int64_t)>& make_record,
+                                        int64_t max_pack = 0) {
   BertShardFiles out;
   Manifest& m = out.manifest;
   m.format = kFormatBertHdf5;
@@ -31,11 +33,13 @@ inline BertShardFiles write_bert_shards(const std::string& dir, const std::vecto
   m.tokenizer.vocab_size = 30522;
   m.tokenizer.vocab_hash = "0123456789abcdef";
   m.tokenizer.special_ids = std::move(special_ids);
+  if (max_pack > 0) m.extra["max_pack"] = max_pack;
   int64_t g = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     const std::string name = "shard-" + std::to_string(i) + ".hdf5";
     BertShardOptions o;
     o.records_per_chunk = 8;
+    o.max_pack = max_pack;
     BertShardWriter w(path_join(dir, name), seq_len, max_predictions, o);
     for (int64_t k = 0; k < sizes[i]; ++k) w.append(make_record(g++));
     w.commit();

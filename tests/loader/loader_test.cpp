@@ -619,5 +619,179 @@ TEST(LoaderGolden, NvidiaShardReadsAsTheFormatReaderReadsIt) {
   EXPECT_EQ(g, reader.size());
 }
 
+// ---------------------------------------------------------------- packed shards
+// Record g of packed test data: 1 + g % 3 instances of 5 + (g + j) % 4 tokens one after another
+// ([CLS] marker w [SEP] w… [SEP]; the first instance's marker is 1000 + g), a static mask at each
+// instance's third token, NSP label (g + j) % 2.
+constexpr int64_t kPackSeq = 32, kPack = 3;
+
+BertRecord make_packed_record(int64_t g) {
+  BertRecord r;
+  const int64_t n = 1 + g % 3;
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t len = 5 + (g + j) % 4, at = int64_t(r.input_ids.size());
+    for (int64_t t = 0; t < len; ++t) {
+      int64_t id = t == 0 ? kCls : t == 1 ? (j == 0 ? 1000 + g : 3000 + j) : 2000 + (g * 7 + j * 3 + t) % 500;
+      if (t == 3 || t == len - 1) id = kSep;
+      r.input_ids.push_back(int32_t(id));
+      r.input_mask.push_back(1);
+      r.segment_ids.push_back(t > 3);
+      r.position_ids.push_back(int32_t(t));
+      r.sequence_ids.push_back(int32_t(j + 1));
+    }
+    r.masked_lm_positions.push_back(int32_t(at + 2));
+    r.masked_lm_ids.push_back(r.input_ids[size_t(at + 2)]);
+    r.input_ids[size_t(at + 2)] = kMask;
+    r.next_sentence_positions.push_back(int32_t(at));
+    r.packed_next_sentence_labels.push_back(int32_t((g + j) % 2));
+  }
+  r.next_sentence_label = r.packed_next_sentence_labels[0];
+  return r;
+}
+
+std::vector<std::string> write_packed_shards(const std::string& dir, const std::vector<int64_t>& sizes) {
+  auto written = testing::write_bert_shards(
+      dir, sizes, kPackSeq, kPack, {{"[PAD]", 0}, {"[UNK]", 100}, {"[CLS]", kCls}, {"[SEP]", kSep}, {"[MASK]", kMask}},
+      make_packed_record, kPack);
+  written.manifest.write(path_join(dir, kManifestName));
+  return written.files;
+}
+
+TEST(PackedLoader, EveryPackedFieldArrivesAsStored) {
+  TempDir dir;
+  write_packed_shards(dir.path(), {11, 14});
+  LoaderConfig c = bert_config(dir.path());
+  c.shuffle = false;
+  c.drop_last = false;
+  c.batch_size = 4;
+  for (TensorDType dtype : {TensorDType::i32, TensorDType::i64}) {
+    c.id_dtype = dtype;
+    Loader loader(c);
+    EXPECT_EQ(loader.max_pack(), kPack);
+    auto at = [](const Tensor& t, int64_t i) {
+      return t.dtype == TensorDType::i64 ? t.as<int64_t>()[i] : int64_t(t.as<int32_t>()[i]);
+    };
+    int64_t g = 0;
+    while (auto b = loader.next()) {
+      ASSERT_TRUE(b->packed());
+      EXPECT_EQ(b->next_sentence_labels.ndim, 2);
+      EXPECT_EQ(b->next_sentence_labels.shape[1], kPack);
+      EXPECT_EQ(b->next_sentence_positions.shape[1], kPack);
+      EXPECT_EQ(b->tensors().size(), 10u);
+      for (int64_t i = 0; i < b->size; ++i, ++g) {
+        BertBatch want(1, kPackSeq, kPack, kPack);
+        want.set(0, make_packed_record(g));
+        for (int64_t j = 0; j < kPackSeq; ++j) {
+          const int64_t e = i * kPackSeq + j;
+          EXPECT_EQ(at(b->input_ids, e), want.input_ids[size_t(j)]) << g << " " << j;
+          EXPECT_EQ(at(b->position_ids, e), want.position_ids[size_t(j)]) << g << " " << j;
+          EXPECT_EQ(at(b->sequence_ids, e), want.sequence_ids[size_t(j)]) << g << " " << j;
+          EXPECT_EQ(at(b->input_mask, e), want.input_mask[size_t(j)]) << g << " " << j;
+          int64_t label = -1;
+          for (int64_t p = 0; p < kPack; ++p)
+            if (want.masked_lm_positions[size_t(p)] == j && j > 0) label = want.masked_lm_ids[size_t(p)];
+          EXPECT_EQ(at(b->mlm_labels, e), label) << g << " " << j;
+        }
+        for (int64_t k = 0; k < kPack; ++k) {
+          EXPECT_EQ(at(b->next_sentence_positions, i * kPack + k), want.next_sentence_positions[size_t(k)]);
+          EXPECT_EQ(at(b->next_sentence_labels, i * kPack + k), want.packed_next_sentence_labels[size_t(k)])
+              << g << " slot " << k << " (-1: no instance)";
+        }
+      }
+    }
+    EXPECT_EQ(g, 25);
+  }
+}
+
+TEST(PackedLoader, DynamicMaskingStaysOffEveryInstancesSpecialTokens) {
+  TempDir dir;
+  write_packed_shards(dir.path(), {30});
+  LoaderConfig c = bert_config(dir.path());
+  c.shuffle = false;
+  c.batch_size = 5;
+  c.masking.enabled = true;
+  c.masking.probability = 0.5;
+  c.masking.max_predictions = 3;
+  Loader loader(c);
+  int64_t g = 0, picked = 0;
+  while (auto b = loader.next()) {
+    for (int64_t i = 0; i < b->size; ++i, ++g) {
+      const BertRecord orig = make_packed_record(g);
+      const int32_t* pos = b->masked_lm_positions.as<int32_t>() + i * 3;
+      const int32_t* seq = b->sequence_ids.as<int32_t>() + i * kPackSeq;
+      for (int64_t p = 0; p < 3 && pos[p] != 0; ++p, ++picked) {
+        const int32_t id = b->masked_lm_ids.as<int32_t>()[i * 3 + p];
+        // The static mask is undone first: the label is the original id, never a special one.
+        int32_t original = orig.input_ids[size_t(pos[p])];
+        for (size_t m = 0; m < orig.masked_lm_positions.size(); ++m)
+          if (orig.masked_lm_positions[m] == pos[p]) original = orig.masked_lm_ids[m];
+        EXPECT_EQ(id, original) << g << " " << pos[p];
+        EXPECT_NE(id, kCls);
+        EXPECT_NE(id, kSep);
+        EXPECT_GT(seq[pos[p]], 0) << "a pick on padding";
+      }
+    }
+  }
+  EXPECT_GT(picked, 30) << "masking picked almost nothing";
+}
+
+TEST(PackedLoader, PackedAndUnpackedShardsAreNotMixed) {
+  TempDir packed, plain;
+  write_packed_shards(packed.path(), {8});
+  auto written = testing::write_bert_shards(plain.path(), {8}, kPackSeq, kPack, {{"[CLS]", kCls}}, make_record);
+  written.manifest.write(path_join(plain.path(), kManifestName));
+  LoaderConfig c = bert_config(packed.path());
+  c.sources.push_back(plain.path());
+  try {
+    Loader loader(c);
+    ADD_FAILURE() << "packed and unpacked shards mixed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_pack"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(written.files[0]), std::string::npos) << e.what();
+  }
+}
+
+TEST(Widen, PackedRowsCarryPositionsSequencesAndEachInstancesLabel) {
+  const SlotLayout slot = SlotLayout::make(ModelKind::bert, 2, 8, 2, 100, true, 2);
+  EXPECT_EQ(slot.nsp_slots(), 2);
+  std::vector<uint8_t> host(slot.bytes);
+  HostRows rows(slot, host.data());
+  const int32_t ids[8] = {1, 50, 2, 1, 60, 2, 0, 0};
+  const int8_t seg[8] = {0, 0, 0, 0, 0, 0, 0, 0}, mask[8] = {1, 1, 1, 1, 1, 1, 0, 0};
+  const int32_t pos[2] = {1, 4}, lab[2] = {51, 61};
+  const int32_t positions[8] = {0, 1, 2, 0, 1, 2, 0, 0};
+  const int8_t sequences[8] = {1, 1, 1, 2, 2, 2, 0, 0};
+  const int32_t cls_a[2] = {0, 3}, cls_b[2] = {0, 0};
+  const int8_t nsp_a[2] = {1, 0}, nsp_b[2] = {0, -1};
+  rows.put_bert(0, ids, seg, mask, pos, lab, 2, 1);
+  rows.put_packing(0, positions, sequences, cls_a, nsp_a);
+  rows.put_bert(1, ids, seg, mask, pos, lab, 2, 0);
+  rows.put_packing(1, positions, sequences, cls_b, nsp_b);
+  const OutputLayout out = OutputLayout::make(slot, 4, false);
+  std::vector<uint8_t> dev(out.bytes);
+  CopyJob job{&slot, &out, 2, 0, 0, host.data(), dev.data()};
+  make_cpu_backend()->copy(job);
+  auto ints = [&](size_t offset, size_t n) {
+    const int32_t* p = reinterpret_cast<const int32_t*>(dev.data() + offset);
+    return std::vector<int32_t>(p, p + n);
+  };
+  EXPECT_EQ(ints(out.next_sentence_labels, 4), (std::vector<int32_t>{1, 0, 0, -1}));
+  EXPECT_EQ(ints(out.next_sentence_positions, 4), (std::vector<int32_t>{0, 3, 0, 0}));
+  EXPECT_EQ(ints(out.position_ids, 8), (std::vector<int32_t>{0, 1, 2, 0, 1, 2, 0, 0}));
+  EXPECT_EQ(ints(out.sequence_ids + 8 * 4, 8), (std::vector<int32_t>{1, 1, 1, 2, 2, 2, 0, 0}));
+  EXPECT_EQ(ints(out.mlm_labels, 8), (std::vector<int32_t>{-1, 51, -1, -1, 61, -1, -1, -1}));
+  // Values that do not fit a packed row.
+  const int8_t too_many[8] = {1, 1, 1, 3, 3, 3, 0, 0}, on_padding[8] = {1, 1, 1, 2, 2, 2, 1, 0};
+  EXPECT_THROW(rows.put_packing(0, positions, too_many, cls_a, nsp_a), Error) << "sequence id 3 of max_pack 2";
+  EXPECT_THROW(rows.put_packing(0, positions, on_padding, cls_a, nsp_a), Error) << "a sequence id where input_mask is 0";
+  const int8_t bad_label[2] = {1, 2};
+  EXPECT_THROW(rows.put_packing(0, positions, sequences, cls_a, bad_label), Error);
+  const int32_t far[2] = {0, 8};
+  EXPECT_THROW(rows.put_packing(0, positions, sequences, far, nsp_a), Error);
+  const SlotLayout plain = SlotLayout::make(ModelKind::bert, 2, 8, 2, 100, true);
+  std::vector<uint8_t> plain_host(plain.bytes);
+  EXPECT_THROW(HostRows(plain, plain_host.data()).put_packing(0, positions, sequences, cls_a, nsp_a), Error);
+}
+
 }  // namespace
 }  // namespace pretrain
