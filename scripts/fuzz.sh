@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs a libFuzzer target: scripts/fuzz.sh TARGET SECONDS (TARGET: megatron, llmc, bert_hdf5, …),
-# or scripts/fuzz.sh --all SECONDS. Builds build-fuzz/ with clang first. New interesting inputs
-# go to build-fuzz/corpus/TARGET; a crash leaves crash-* there and exits non-zero — copy the
+# or scripts/fuzz.sh --all SECONDS. Builds build-fuzz/ with clang first (PRETRAIN_FUZZ_BUILD names
+# another build directory configured with PRETRAIN_FUZZ=ON, e.g. scripts/test.sh's clang ASan
+# build, which is then used as it is configured). New interesting inputs
+# go to <build>/corpus/TARGET; a crash leaves crash-* there and exits non-zero — copy the
 # reproducer into tests/fuzz/corpus/TARGET/ once fixed, so the replay test keeps it fixed.
 # PRETRAIN_FUZZ_SEED fixes libFuzzer's random seed (unset: a new one each run, for real fuzzing);
 # scripts/test.sh sets it so a CI verdict can be reproduced, and long runs stay random.
@@ -10,19 +12,24 @@ cd "$(dirname "$0")/.."
 [[ $# -eq 2 ]] || { echo "usage: scripts/fuzz.sh TARGET|--all SECONDS" >&2; exit 2; }
 target=$1 seconds=$2
 jobs=${PRETRAIN_JOBS:-$(nproc)}
+build=${PRETRAIN_FUZZ_BUILD:-build-fuzz}
 # Configured every time (quick once done): a new fuzz_*.cpp becomes a target only at configure.
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPRETRAIN_FUZZ=ON \
-  -DPRETRAIN_CUDA=OFF >build-fuzz.configure.log 2>&1 || { cat build-fuzz.configure.log; exit 1; }
+if grep -qs "^PRETRAIN_FUZZ:BOOL=ON" "$build/CMakeCache.txt"; then
+  cmake -S . -B "$build" >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+else
+  CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPRETRAIN_FUZZ=ON \
+    -DPRETRAIN_CUDA=OFF >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+fi
 if [[ $target == --all ]]; then
   targets=$(cd tests/fuzz && ls fuzz_*.cpp | sed 's/^fuzz_//; s/\.cpp$//')
 else
   targets=$target
 fi
-cmake --build build-fuzz -j "$jobs" --target $(printf 'fuzz_%s ' $targets)
+cmake --build "$build" -j "$jobs" --target $(printf 'fuzz_%s ' $targets)
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0  # libhdf5's own leaks
 status=0
 for t in $targets; do
-  corpus=build-fuzz/corpus/$t
+  corpus=$build/corpus/$t
   mkdir -p "$corpus"
   seeds=tests/fuzz/corpus/$t
   [[ -d $seeds ]] || seeds=
@@ -36,13 +43,13 @@ for t in $targets; do
   [[ $t == bert_hdf5 ]] && extra=(-fork=1 -ignore_ooms=1) && asan_extra=allocator_may_return_null=1
   [[ -n ${PRETRAIN_FUZZ_SEED:-} ]] && extra+=(-seed="$PRETRAIN_FUZZ_SEED")
   echo "fuzz $t for ${seconds}s${PRETRAIN_FUZZ_SEED:+ (seed $PRETRAIN_FUZZ_SEED)}"
-  if ! (cd build-fuzz/corpus && ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}$asan_extra ../fuzz/fuzz_$t -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
+  if ! (cd "$build/corpus" && ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}$asan_extra ../fuzz/fuzz_$t -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
           "${extra[@]}" -artifact_prefix="$t-" -print_final_stats=0 "$t" ${seeds:+"$OLDPWD/$seeds"} >"$t.log" 2>&1); then
-    tail -n 40 "build-fuzz/corpus/$t.log"
-    echo "fuzz $t: FAILED (reproducer in build-fuzz/corpus/$t-*)" >&2
+    tail -n 40 "$build/corpus/$t.log"
+    echo "fuzz $t: FAILED (reproducer in $build/corpus/$t-*)" >&2
     status=1
   else
-    grep -E "^#[0-9]+.*DONE|Done [0-9]+ runs|oom/timeout/crash" "build-fuzz/corpus/$t.log" | tail -n 1 || true
+    grep -E "^#[0-9]+.*DONE|Done [0-9]+ runs|oom/timeout/crash" "$build/corpus/$t.log" | tail -n 1 || true
   fi
 done
 exit $status

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything (the CUDA objects too when nvcc is here), runs every
 # test, then the unit tests again under ASan+UBSan, the loader's under TSan, then a short libFuzzer
-# smoke run per target.
+# smoke run per target. The ASan build is clang's when clang is here (the main build is the default
+# compiler's, usually GCC, so CI compiles with both) and also holds the libFuzzer targets, so the
+# smoke run needs no build of its own.
 # Exit non-zero on any failure. Environment:
 #   PRETRAIN_SHARED_DATA  real reference data (default ../shared/data); tests needing it skip without it
 #   PRETRAIN_JOBS         parallel build jobs (default: nproc)
@@ -31,8 +33,15 @@ ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
 
 if [[ "${PRETRAIN_SKIP_ASAN:-0}" != 1 ]]; then
   step "unit tests under ASan+UBSan (build-asan/)"
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPRETRAIN_SANITIZE=ON -DPRETRAIN_CUDA=OFF \
-    >build-asan.configure.log 2>&1 || { cat build-asan.configure.log; exit 1; }
+  asan_config=(-DCMAKE_BUILD_TYPE=Debug -DPRETRAIN_SANITIZE=ON -DPRETRAIN_CUDA=OFF)
+  asan_cc=()
+  if command -v clang++ >/dev/null; then
+    asan_cc=(CC=clang CXX=clang++)
+    asan_config+=(-DPRETRAIN_FUZZ=ON)
+    export PRETRAIN_FUZZ_BUILD=build-asan  # the smoke run below fuzzes these binaries
+  fi
+  env "${asan_cc[@]}" cmake -S . -B build-asan "${asan_config[@]}" >build-asan.configure.log 2>&1 ||
+    { cat build-asan.configure.log; exit 1; }
   cmake --build build-asan -j "$jobs" --target pretrain_unit_tests
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     LSAN_OPTIONS=suppressions=$root/tests/lsan.supp:print_suppressions=0 \
