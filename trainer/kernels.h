@@ -32,7 +32,13 @@ PRETRAIN_HD inline int64_t column_blocks(int64_t C) { return (C + kColumnBlock -
 PRETRAIN_HD inline int64_t reduce_chunks(int64_t n) { return (n + kReduceChunk - 1) / kReduceChunk; }
 
 // ---------------------------------------------------------------- embeddings
-// Row r of [N, C]: out = wte[ids[r]] + wpe[r mod T] (+ wtt[types[r]] when BERT's token types).
+// The position a token's row r of [N, C] reads: position_ids[r] when given (a packed row restarts
+// them at each instance), else its column r mod T.
+PRETRAIN_HD inline int64_t position_of(const int32_t* positions, int64_t r, int64_t T) {
+  return positions ? int64_t(positions[r]) : r % T;
+}
+
+// Row r of [N, C]: out = wte[ids[r]] + wpe[position_of(r)] (+ wtt[types[r]] when BERT's token types).
 // Tensor parallel (vocabulary-parallel embedding): wte holds the ids [v0, v0 + vrows) only, a row
 // whose id is elsewhere gets 0 from it, and only one rank adds the positions (wpe null elsewhere),
 // so the sum over the group is the whole embedding. vrows 0: wte holds every id.
@@ -43,6 +49,7 @@ struct EmbedForward {
   const float *wte, *wpe, *wtt;
   int64_t T, C;
   int64_t v0 = 0, vrows = 0;
+  const int32_t* positions = nullptr;  // [N] position_ids; null: r mod T
   PRETRAIN_HD void operator()(int64_t r) const {
     const int64_t id = int64_t(ids[r]) - v0;
     const float* w = vrows == 0 || (id >= 0 && id < vrows) ? wte + id * C : nullptr;
@@ -51,7 +58,7 @@ struct EmbedForward {
       for (int64_t c = 0; c < C; ++c) o[c] = w ? w[c] : 0.0f;
       return;
     }
-    const float* p = wpe + (r % T) * C;
+    const float* p = wpe + position_of(positions, r, T) * C;
     if (!w) {
       if (types) {
         const float* t = wtt + int64_t(types[r]) * C;
@@ -77,12 +84,13 @@ struct EmbedBackward {
   const int32_t *ids, *types;
   int64_t N, T, C;
   int64_t v0 = 0, vrows = 0;
+  const int32_t* positions = nullptr;  // [N] position_ids; null: r mod T
   PRETRAIN_HD void operator()(int64_t j) const {
     const int64_t c0 = j * kColumnBlock, c1 = c0 + kColumnBlock < C ? c0 + kColumnBlock : C;
     for (int64_t r = 0; r < N; ++r) {
       const float* d = dout + r * C;
       const int64_t id = int64_t(ids[r]) - v0;
-      float* p = dwpe + (r % T) * C;
+      float* p = dwpe + position_of(positions, r, T) * C;
       if (vrows == 0 || (id >= 0 && id < vrows)) {
         float* w = dwte + id * C;
         for (int64_t c = c0; c < c1; ++c) w[c] += d[c], p[c] += d[c];
@@ -286,12 +294,24 @@ struct Dropout {
 
 // ---------------------------------------------------------------- attention
 // Row r of the [B, NH, T, T] scores (already scaled by 1/sqrt(head size)): softmax over the keys
-// a query may see. Causal (GPT): keys j ≤ i, the rest get exactly 0. Padding (BERT): keys whose
-// input_mask is 0 get the additive −10000 of Google's BERT.
+// a query may see. Causal (GPT): keys j ≤ i, the rest get exactly 0. Padding (BERT): masked keys
+// get the additive −10000 of Google's BERT.
+//
+// Which keys are masked, from the row's key mask km (input_mask, or a packed row's sequence_ids):
+// padding keys (km[j] = 0), and for a query of an instance (km[i] ≠ 0) the keys of any other
+// instance, so packed instances attend block-diagonally as if each were its own row. A padding
+// query sees every real token, as unpacked padding does, so no row is all masked. For input_mask
+// (0/1) this is exactly "km[j] = 0": unpacked batches get the same bits as before packing.
+PRETRAIN_HD inline float key_mask_score(const int32_t* km, int64_t i, int64_t j) {
+  if (!km) return 0.0f;
+  const bool masked = km[j] == 0 || (km[i] != 0 && km[j] != km[i]);
+  return masked ? kMaskedScore : 0.0f;
+}
+
 struct SoftmaxForward {
   float* probs;
   const float* scores;
-  const int32_t* key_mask;  // [B, T]; null: no padding mask
+  const int32_t* key_mask;  // [B, T] input_mask or sequence_ids; null: no padding mask
   bool causal;
   int64_t NH, T;
   PRETRAIN_HD void operator()(int64_t r) const {
@@ -302,12 +322,12 @@ struct SoftmaxForward {
     const int32_t* km = key_mask ? key_mask + b * T : nullptr;
     float mx = -INFINITY;
     for (int64_t j = 0; j < n; ++j) {
-      const float v = s[j] + (km && km[j] == 0 ? kMaskedScore : 0.0f);
+      const float v = s[j] + key_mask_score(km, i, j);
       mx = v > mx ? v : mx;
     }
     float sum = 0;
     for (int64_t j = 0; j < n; ++j) {
-      const float e = expf(s[j] + (km && km[j] == 0 ? kMaskedScore : 0.0f) - mx);
+      const float e = expf(s[j] + key_mask_score(km, i, j) - mx);
       p[j] = e;
       sum += e;
     }
@@ -474,6 +494,18 @@ struct MaskedPositions {
   }
 };
 
+// Slot i of [B, K] NSP slots: the row of the [B·T, C] hidden states its pooler reads, b·T + its
+// [CLS] position (next_sentence_positions; null: position 0, K = 1). An empty slot (label −1)
+// reads its row's [CLS] too; the loss and the scatter ignore it.
+struct NspRows {
+  int32_t* rows;
+  const int32_t* positions;  // [B, K]; null: every row's position 0
+  int64_t K, T;
+  PRETRAIN_HD void operator()(int64_t i) const {
+    rows[i] = int32_t((i / K) * T + (positions ? positions[i] : 0));
+  }
+};
+
 // ---------------------------------------------------------------- reduced precision
 // The nearest bf16 / fp16 value of x (round to nearest, ties to even), as fp32: what a bf16 or
 // fp16 GEMM sees of its inputs. Scaling by a power of two is exact, so rintf does the rounding.
@@ -575,4 +607,4 @@ struct LambStage2 {
   X(LayerNormParamBackward) X(BroadcastBias) X(BiasBackward) X(Add) X(Accumulate) X(Scale)        \
   X(GeluForward) X(GeluBackward) X(TanhForward) X(TanhBackward) X(Dropout) X(SoftmaxForward)      \
   X(SoftmaxBackward) X(CrossEntropy) X(VocabShardMax) X(VocabShardSumExp) X(VocabShardLoss) X(GatherRows) X(ScatterAddRows) X(SumSquaresChunks) X(AdamW)     \
-  X(LambStage1) X(LambStage2) X(MaskedPositions) X(RoundOperand)
+  X(LambStage1) X(LambStage2) X(MaskedPositions) X(NspRows) X(RoundOperand)

@@ -20,6 +20,8 @@ struct StepRecord {
   bool skipped = false;   // fp16 overflow: no update
   double seconds = 0, data_wait = 0;
   double pipeline_wait = 0;  // this rank's time waiting for its pipeline neighbours (the bubble, and imbalance)
+  // Samples are instances (a packed BERT row holds several); tokens are rows × seq_len, padding
+  // included, and flops those of the rows computed.
   int64_t samples = 0, tokens = 0;
   double flops = 0;
   size_t device_bytes = 0;  // the peak of allocated arenas: parameters, gradients, optimizer state, activations
@@ -32,7 +34,7 @@ struct EvalRecord {
   Losses losses;              // total = BERT mlm + nsp, GPT lm
   int64_t correct = 0;        // BERT: masked predictions whose target had the largest logit
   int64_t predictions = 0;    // BERT: masked predictions counted
-  int64_t iterations = 0, samples = 0;
+  int64_t iterations = 0, samples = 0;  // samples: instances, as StepRecord's
   double seconds = 0;         // not part of any step's time
 };
 

@@ -16,6 +16,7 @@
 // forward to its backward, so the schedule's peak decides how many sets are carved.
 #include "trainer/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -91,12 +92,12 @@ int64_t count_predictions(const int32_t* positions, int64_t B, int64_t P) {
   return n;
 }
 
-double train_flops_per_sample(const ModelConfig& c, int64_t T, double masked) {
+double train_flops_per_sample(const ModelConfig& c, int64_t T, double masked, double instances) {
   const double C = double(c.hidden), L = double(c.layers), I = double(c.intermediate), V = double(c.vocab_size);
   const double layer_matmuls = 4 * C * C + 2 * C * I;  // qkv, projection, fc, fc projection
   double flops = 6 * double(T) * L * layer_matmuls + 12 * L * C * double(T) * double(T);
   if (c.kind == ModelKind::gpt) return flops + 6 * double(T) * C * V;  // tied LM head
-  return flops + 6 * (C * C + 2 * C) + 6 * masked * (C * C + C * V);  // pooler + NSP, MLM head
+  return flops + 6 * instances * (C * C + 2 * C) + 6 * masked * (C * C + C * V);  // pooler + NSP, MLM head
 }
 
 // ---------------------------------------------------------------- parameters
@@ -302,6 +303,13 @@ void dropout(const Device& d, float* x, int64_t n, uint64_t key, float p, int64_
 }
 
 
+// The instances among n NSP slots: labels ≥ 0 (a packed row's empty slots are −1).
+int64_t count_instances(const Device& d, const int32_t* labels, int64_t n) {
+  std::vector<int32_t> h(static_cast<size_t>(n));
+  if (n) copy_to_host(d, h.data(), labels, h.size() * sizeof(int32_t));
+  return std::count_if(h.begin(), h.end(), [](int32_t v) { return v >= 0; });
+}
+
 double sum_losses(const Device& d, const float* losses, int64_t n) {
   std::vector<float> h(static_cast<size_t>(n));
   if (n) copy_to_host(d, h.data(), losses, h.size() * sizeof(float));
@@ -338,9 +346,9 @@ struct Model::Plan {
     float *qkv_w, *qkv_b, *proj_w, *proj_b, *ln1_w, *ln1_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b, *ln2_w, *ln2_b;
   };
   std::vector<LayerWeights> lw, lg;  // weights and gradients of each layer this rank holds
-  int64_t B = 0, T = 0, P = 0;
+  int64_t B = 0, T = 0, P = 0, K = 1;
   std::vector<int> slots;
-  bool planned = false;  // the activations are carved for (B, T, P, slots)
+  bool planned = false;  // the activations are carved for (B, T, P, K, slots)
   size_t carved = 0;     // floats of the arena this plan uses
   DeviceBuffer<float> arena;  // the largest plan's size: a smaller one is carved out of it
   DeviceBuffer<int32_t> ints;
@@ -376,10 +384,11 @@ int64_t Model::stage_rows(int64_t B, int64_t T) const {
 }
 
 // Hands out the plan's pointers from `base` (or only counts, with base null); returns the floats.
-size_t Model::carve(Plan& p, float* base, int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) const {
+size_t Model::carve(Plan& p, float* base, int64_t B, int64_t T, int64_t P, int64_t K,
+                    const std::vector<int>& slots) const {
   const int64_t tp = shard_.tensor_size, C = config_.hidden, Cl = C / tp, I = config_.intermediate / tp;
   const int64_t NH = config_.heads / tp, V = vocab_.rows;
-  const int64_t N = B * T, R = stage_rows(B, T), M = B * P;
+  const int64_t N = B * T, R = stage_rows(B, T), M = B * P, S = B * K;  // S: NSP slots
   const bool bert = config_.kind == ModelKind::bert, sp = shard_.sequence_parallel;
   const bool split = tp > 1;  // partial sums and gathers need whole-row buffers
   int64_t used = 0;
@@ -427,17 +436,22 @@ size_t Model::carve(Plan& p, float* base, int64_t B, int64_t T, int64_t P, const
     p.mlm_h = take(M * C), p.mlm_t = take(M * C), p.mlm_tg = take(M * C), p.mlm_ln = take(M * C);
     p.mlm_mean = take(M), p.mlm_rstd = take(M), p.mlm_logits = take(M * V), p.mlm_losses = take(M);
     p.ce = split ? take(4 * M) : nullptr;
-    p.cls_h = take(B * C), p.pool_pre = take(B * C), p.pool = take(B * C), p.nsp_logits = take(B * 2);
-    p.nsp_losses = take(B), p.d_m1 = take(M * C), p.d_m2 = take(M * C), p.d_cls = take(B * C), p.d_pool = take(B * C);
+    p.cls_h = take(S * C), p.pool_pre = take(S * C), p.pool = take(S * C), p.nsp_logits = take(S * 2);
+    p.nsp_losses = take(S), p.d_m1 = take(M * C), p.d_m2 = take(M * C), p.d_cls = take(S * C), p.d_pool = take(S * C);
   }
   p.dx = take(R * C), p.d_a = take(R * C), p.d_b = take(R * C), p.d_c = take(N * C), p.d_att = take(N * Cl);
   p.d_fch = take(N * I), p.d_qkv = take(N * 3 * Cl), p.d_probs = take(B * NH * T * T);
   return size_t(used);
 }
 
-void Model::plan_for(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) {
+namespace {
+// The int32 scratch: the MLM rows and targets of M slots, the NSP rows of S slots.
+size_t planned_ints(int64_t M, int64_t S) { return size_t(2 * M + S); }
+}  // namespace
+
+void Model::plan_for(int64_t B, int64_t T, int64_t P, int64_t K, const std::vector<int>& slots) {
   Plan& p = *plan_;
-  if (p.B == B && p.T == T && p.P == P && p.slots == slots && p.planned) return;
+  if (p.B == B && p.T == T && p.P == P && p.K == K && p.slots == slots && p.planned) return;
   if (slots.size() != shard_.chunks.size()) throw Error("model: one slot count per chunk expected");
   if (shard_.sequence_parallel && (B * T) % shard_.tensor_size != 0)
     throw UsageError(cat("--sequence-parallel: batch × sequence (", B, " × ", T, ") is not a multiple of --tensor-parallel ",
@@ -445,27 +459,28 @@ void Model::plan_for(int64_t B, int64_t T, int64_t P, const std::vector<int>& sl
   const int64_t M = B * P;
   // A smaller step (a shorter bin of LDDL-binned batches, a short last batch) is carved out of the
   // arena it fits in: planned once for the largest, steps of other lengths allocate nothing.
-  const size_t need = carve(p, nullptr, B, T, P, slots);
+  const size_t need = carve(p, nullptr, B, T, P, K, slots);
   if (p.arena.size() < need) {
     p.arena.reset();
     p.arena = DeviceBuffer<float>(device_, need);
   }
-  carve(p, p.arena.get(), B, T, P, slots);
+  carve(p, p.arena.get(), B, T, P, K, slots);
   p.carved = need;
-  if (p.ints.size() < size_t(2 * M + B)) p.ints = DeviceBuffer<int32_t>(device_, size_t(2 * M + B));
+  if (p.ints.size() < planned_ints(M, B * K)) p.ints = DeviceBuffer<int32_t>(device_, planned_ints(M, B * K));
+  // The NSP rows come from each step's next_sentence_positions (bert_heads fills them).
   p.mlm_rows = p.ints.get(), p.mlm_targets = p.ints.get() + M, p.cls_rows = p.ints.get() + 2 * M;
-  std::vector<int32_t> cls(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) cls[size_t(b)] = int32_t(b * T);
-  if (B) copy_to_device(device_, p.cls_rows, cls.data(), cls.size() * sizeof(int32_t));
-  p.B = B, p.T = T, p.P = P, p.slots = slots, p.planned = true;
+  p.B = B, p.T = T, p.P = P, p.K = K, p.slots = slots, p.planned = true;
 }
 
-size_t Model::planned_activation_bytes(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) const {
+size_t Model::planned_activation_bytes(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots,
+                                       int64_t K) const {
   Plan scratch;
-  return carve(scratch, nullptr, B, T, P, slots) * sizeof(float) + size_t(2 * B * P + B) * sizeof(int32_t);
+  return carve(scratch, nullptr, B, T, P, K, slots) * sizeof(float) + planned_ints(B * P, B * K) * sizeof(int32_t);
 }
 
-void Model::prepare(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) { plan_for(B, T, P, slots); }
+void Model::prepare(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots, int64_t K) {
+  plan_for(B, T, P, K, slots);
+}
 
 float* Model::chunk_input(int c, int slot) { return plan_->acts.at(size_t(c)).at(size_t(slot)).x_in; }
 
@@ -791,8 +806,8 @@ void Model::embed_forward(Acts& a, const ModelInputs& in, uint64_t key) {
                              w(e + "token_type_embeddings.weight")}
            : EmbeddingTables{w("transformer.wte.weight"), w("transformer.wpe.weight"), nullptr};
   float* sum = bert ? a.emb : a.x0;
-  vocab_parallel_embedding_forward(device_, shard_, vocab(), sum, p.full_a, in.ids, bert ? in.types : nullptr, tables,
-                                   N, in.T, C);
+  const EmbeddingInputs tokens{in.ids, bert ? in.types : nullptr, in.positions};
+  vocab_parallel_embedding_forward(device_, shard_, vocab(), sum, p.full_a, tokens, tables, N, in.T, C);
   if (bert)
     layernorm(device_, a.x0, a.emb_mean, a.emb_rstd, a.emb, w(e + "LayerNorm.weight"), w(e + "LayerNorm.bias"), R, C,
               config_.ln_eps);
@@ -810,7 +825,7 @@ void Model::embed_backward(Acts& a, const ModelInputs& in, uint64_t key, float* 
   if (!bert) {
     vocab_parallel_embedding_backward(device_, shard_, vocab(),
                                       {g("transformer.wte.weight"), g("transformer.wpe.weight"), nullptr}, dx,
-                                      p.full_a, in.ids, nullptr, N, in.T, C);
+                                      p.full_a, {in.ids, nullptr, in.positions}, N, in.T, C);
     return;
   }
   layernorm_backward(device_, p.d_a, false, g(e + "LayerNorm.weight"), g(e + "LayerNorm.bias"), dx, a.emb,
@@ -818,7 +833,7 @@ void Model::embed_backward(Acts& a, const ModelInputs& in, uint64_t key, float* 
   vocab_parallel_embedding_backward(device_, shard_, vocab(),
                                     {g(e + "word_embeddings.weight"), g(e + "position_embeddings.weight"),
                                      g(e + "token_type_embeddings.weight")},
-                                    p.d_a, p.full_a, in.ids, in.types, N, in.T, C);
+                                    p.d_a, p.full_a, {in.ids, in.types, in.positions}, N, in.T, C);
 }
 
 // ---------------------------------------------------------------- heads
@@ -861,23 +876,28 @@ Losses Model::gpt_heads(Acts& a, const ModelInputs& in, const float* xL, bool ba
 
 // BERT: the NSP head (tanh pooler on [CLS], 2 classes) and the MLM head on the masked positions
 // (dense, GELU, LayerNorm, decoder tied to the word embeddings + bias). Both read whole rows of xL,
-// so every tensor rank computes them alike but for the decoder's vocabulary rows.
+// so every tensor rank computes them alike but for the decoder's vocabulary rows. The NSP head runs
+// on S = B·K slots, each on its instance's [CLS] row (a packed row holds up to K instances; an
+// empty slot's label −1 leaves it out of the loss and the gradients), so a packed batch's NSP
+// losses are those of its instances run one per row.
 Losses Model::bert_heads(Acts& a, const ModelInputs& in, const float* xL_region, bool backward, float loss_scale,
                          bool keep_logits) {
   Plan& p = *plan_;
   const int64_t B = in.B, T = in.T, N = B * T, R = stage_rows(B, T), C = config_.hidden, V = vocab_.rows;
-  const int64_t M = B * in.P;
+  const int64_t M = B * in.P, S = B * in.K;
   const bool sp = shard_.sequence_parallel;
   const std::string e = "bert.embeddings.", t = "cls.predictions.transform.";
   const std::string wte_name = e + "word_embeddings.weight";
   float* wte = w(wte_name);
   const float* xL = gather_rows(device_, shard_, xL_region, p.full_b, N, C);
   if (keep_logits && shard_.tensor_size > 1) throw Error("model: kept logits need tensor parallel 1");
+  if (in.K < 1) throw Error(cat("model: ", in.K, " NSP slots per row"));
 
-  launch(device_, B, GatherRows{p.cls_h, xL, p.cls_rows, C});
-  linear(device_, p.pool_pre, p.cls_h, w("bert.pooler.dense.weight"), w("bert.pooler.dense.bias"), B, C, C);
-  launch(device_, B * C, TanhForward{p.pool, p.pool_pre});
-  linear(device_, p.nsp_logits, p.pool, w("cls.seq_relationship.weight"), w("cls.seq_relationship.bias"), B, C, 2);
+  launch(device_, S, NspRows{p.cls_rows, in.nsp_positions, in.K, T});
+  launch(device_, S, GatherRows{p.cls_h, xL, p.cls_rows, C});
+  linear(device_, p.pool_pre, p.cls_h, w("bert.pooler.dense.weight"), w("bert.pooler.dense.bias"), S, C, C);
+  launch(device_, S * C, TanhForward{p.pool, p.pool_pre});
+  linear(device_, p.nsp_logits, p.pool, w("cls.seq_relationship.weight"), w("cls.seq_relationship.bias"), S, C, 2);
 
   launch(device_, M, MaskedPositions{p.mlm_rows, p.mlm_targets, in.mlm_positions, in.mlm_ids, in.P, T});
   std::vector<int32_t> targets(static_cast<size_t>(M));
@@ -890,23 +910,26 @@ Losses Model::bert_heads(Acts& a, const ModelInputs& in, const float* xL_region,
             C, config_.ln_eps);
   linear(device_, p.mlm_logits, p.mlm_ln, wte, w("cls.predictions.bias"), M, C, V);
   if (keep_logits) {
-    p.kept_logits.resize(size_t(M * V + B * 2));
+    p.kept_logits.resize(size_t(M * V + S * 2));
     copy_to_host(device_, p.kept_logits.data(), p.mlm_logits, size_t(M * V) * sizeof(float));
-    copy_to_host(device_, p.kept_logits.data() + M * V, p.nsp_logits, size_t(B * 2) * sizeof(float));
+    copy_to_host(device_, p.kept_logits.data() + M * V, p.nsp_logits, size_t(S * 2) * sizeof(float));
   }
   const double predictions = in.lm_denominator > 0 ? in.lm_denominator : double(count);
-  const double samples = in.nsp_denominator > 0 ? in.nsp_denominator : double(B);
+  // The NSP mean is over instances (samples): the labels ≥ 0, B when unpacked.
+  const double samples =
+      in.nsp_denominator > 0 ? in.nsp_denominator : double(count_instances(device_, in.nsp_labels, S));
   // Forward only (evaluation): the MLM accuracy, before the cross-entropy overwrites the logits;
   // d_m1 (M × hidden floats, the backward pass's) is free for its 2M floats of scratch.
   const int64_t correct =
       backward ? 0 : vocab_parallel_correct(device_, shard_, vocab(), p.mlm_logits, p.mlm_targets, M, p.d_m1);
   vocab_parallel_cross_entropy(device_, shard_, vocab(), p.mlm_logits, p.mlm_losses, p.mlm_targets, M,
                                predictions > 0 ? float(loss_scale / predictions) : 0.0f, p.ce);
-  launch(device_, B, CrossEntropy{p.nsp_logits, p.nsp_losses, in.nsp_labels, 2, float(loss_scale / samples)});
+  launch(device_, S,
+         CrossEntropy{p.nsp_logits, p.nsp_losses, in.nsp_labels, 2, samples > 0 ? float(loss_scale / samples) : 0.0f});
   Losses out;
   out.predictions = count, out.correct = correct;
   out.mlm = predictions > 0 ? sum_losses(device_, p.mlm_losses, M) / predictions : 0.0;
-  out.nsp = sum_losses(device_, p.nsp_losses, B) / samples;
+  out.nsp = samples > 0 ? sum_losses(device_, p.nsp_losses, S) / samples : 0.0;
   out.total = out.mlm + out.nsp;
   if (!backward) return out;
 
@@ -923,13 +946,13 @@ Losses Model::bert_heads(Acts& a, const ModelInputs& in, const float* xL_region,
   float* dfull = sp ? p.d_c : a.d_out;
   device_zero(device_, dfull, size_t(N * C) * sizeof(float));
   launch(device_, M, ScatterAddRows{dfull, p.d_m1, p.mlm_rows, p.mlm_targets, C});
-  // NSP head backward, into the [CLS] rows.
+  // NSP head backward, into the [CLS] rows (an empty slot's, a repeat of its row's first, skipped).
   linear_backward(device_, p.d_pool, false, g("cls.seq_relationship.weight"), g("cls.seq_relationship.bias"),
-                  p.nsp_logits, p.pool, w("cls.seq_relationship.weight"), B, C, 2);
-  launch(device_, B * C, TanhBackward{p.d_pool, p.d_pool, p.pool});
+                  p.nsp_logits, p.pool, w("cls.seq_relationship.weight"), S, C, 2);
+  launch(device_, S * C, TanhBackward{p.d_pool, p.d_pool, p.pool});
   linear_backward(device_, p.d_cls, false, g("bert.pooler.dense.weight"), g("bert.pooler.dense.bias"), p.d_pool,
-                  p.cls_h, w("bert.pooler.dense.weight"), B, C, C);
-  launch(device_, B, ScatterAddRows{dfull, p.d_cls, p.cls_rows, nullptr, C});
+                  p.cls_h, w("bert.pooler.dense.weight"), S, C, C);
+  launch(device_, S, ScatterAddRows{dfull, p.d_cls, p.cls_rows, in.nsp_labels, C});
   if (sp) device_copy(device_, a.d_out, dfull + shard_.tensor_rank * R * C, R * C);  // every rank has all rows alike
   notify(head_range_.first, head_range_.second);  // pooler, MLM transform and bias, NSP
   return out;
@@ -977,7 +1000,7 @@ const float* Model::backward_chunk(int c, int slot, const ModelInputs& in, const
 Losses Model::step(const ModelInputs& in, bool backward, float loss_scale, uint64_t key, bool keep_logits) {
   if (chunks() != 1 || !shard_.embeddings || !shard_.heads)
     throw Error("Model::step runs a whole model; a pipeline stage runs forward_chunk / backward_chunk");
-  plan_for(in.B, in.T, in.P, {1});
+  plan_for(in.B, in.T, in.P, in.K, {1});
   plan_->keep_logits = keep_logits;
   Losses losses;
   forward_chunk(0, 0, in, key, backward, loss_scale, &losses);

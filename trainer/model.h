@@ -164,13 +164,13 @@ class Model {
   // grads(). dropout_key 0 turns dropout off (evaluation, tests). keep_logits keeps a copy of the
   // logits for logits() (the loss overwrites them with their gradient).
   Losses step(const ModelInputs& in, bool backward, float loss_scale, uint64_t dropout_key, bool keep_logits = false);
-  // The kept logits of the last step: GPT [B·T, V]; BERT MLM [B·P, V] then NSP [B, 2].
+  // The kept logits of the last step: GPT [B·T, V]; BERT MLM [B·P, V] then NSP [B·K, 2].
   std::vector<float> logits() const;
 
   // The pipeline's pieces of step(). Activations of `slots` micro-batches per chunk are kept at
   // once (the schedule's peak); slot s of chunk c holds one micro-batch from its forward to its
-  // backward. prepare() plans them for micro-batches of B × T (P predictions).
-  void prepare(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots);
+  // backward. prepare() plans them for micro-batches of B × T (P predictions, K NSP slots per row).
+  void prepare(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots, int64_t K = 1);
   // Where chunk c's input goes for slot s (stage_rows × hidden floats) when the chunk has no
   // embeddings: the previous stage's activations are received into it.
   float* chunk_input(int c, int slot);
@@ -200,16 +200,16 @@ class Model {
   // GPT: rows of logits the LM head computes at once (0: as many as fit 512 MiB).
   void set_lm_head_rows(int64_t rows);
   size_t parameter_bytes() const { return size_t(num_params_) * sizeof(float); }
-  // Activation bytes a plan for B × T (P predictions) with these slots per chunk would take, without
-  // allocating anything (what --plan prints).
-  size_t planned_activation_bytes(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) const;
+  // Activation bytes a plan for B × T (P predictions, K NSP slots per row) with these slots per chunk
+  // would take, without allocating anything (what --plan prints).
+  size_t planned_activation_bytes(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots, int64_t K = 1) const;
 
  private:
   struct Plan;
   struct Acts;
   void lay_out(bool allocate);  // the parameter list and, when allocating, the arenas
-  void plan_for(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots);
-  size_t carve(Plan& p, float* base, int64_t B, int64_t T, int64_t P, const std::vector<int>& slots) const;
+  void plan_for(int64_t B, int64_t T, int64_t P, int64_t K, const std::vector<int>& slots);
+  size_t carve(Plan& p, float* base, int64_t B, int64_t T, int64_t P, int64_t K, const std::vector<int>& slots) const;
   void forward_layer(Acts& a, int64_t l, const ModelInputs& in, uint64_t key, const float* x);
   void backward_layer(Acts& a, int64_t l, const ModelInputs& in, uint64_t key, const float* x, const float* dout,
                       float* dinp);
@@ -251,8 +251,9 @@ class Model {
 // FLOPs of one training step (forward + backward) on one sample, PaLM's appendix B count:
 // 6 × (matmul parameters touched per token) per token plus 12 · layers · hidden · seq for
 // attention's score and value products; BERT's MLM head (dense + decoder) counts on masked
-// positions only. `masked` = average masked positions per sample.
-double train_flops_per_sample(const ModelConfig& c, int64_t seq_len, double masked);
+// positions only. `masked` = average masked positions per sample; `instances` = NSP heads per
+// sample (a packed row of seq_len tokens runs the pooler and NSP head once per instance it holds).
+double train_flops_per_sample(const ModelConfig& c, int64_t seq_len, double masked, double instances = 1);
 
 // The parameter list of the whole model (names, whole shapes, cuts), in arena order.
 std::vector<ParamInfo> whole_model_params(const ModelConfig& c);

@@ -1,5 +1,6 @@
 #include "trainer/train.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -243,16 +244,35 @@ ModelInputs inputs_of(const Batch& b, ModelKind kind) {
   in.mlm_positions = static_cast<const int32_t*>(b.masked_lm_positions.data);
   in.mlm_ids = static_cast<const int32_t*>(b.masked_lm_ids.data);
   in.nsp_labels = static_cast<const int32_t*>(b.next_sentence_labels.data);
+  if (b.packed()) {
+    // A packed row: its instances attend within themselves (the sequence_ids are the mask), their
+    // positions restart at each, and the NSP head runs on each instance's [CLS].
+    in.mask = static_cast<const int32_t*>(b.sequence_ids.data);
+    in.positions = static_cast<const int32_t*>(b.position_ids.data);
+    in.K = b.next_sentence_positions.shape[1];
+    in.nsp_positions = static_cast<const int32_t*>(b.next_sentence_positions.data);
+  }
   return in;
+}
+
+// The instances a BERT batch holds: one per row, or a packed batch's NSP labels ≥ 0 (−1: an empty
+// slot), read from the device as the masked positions are.
+int64_t count_instances(const Batch& b, const Device& device, std::vector<int32_t>& scratch) {
+  if (!b.packed()) return b.size;
+  scratch.resize(size_t(b.next_sentence_labels.numel()));
+  copy_to_host(device, scratch.data(), b.next_sentence_labels.data, scratch.size() * sizeof(int32_t));
+  return std::count_if(scratch.begin(), scratch.end(), [](int32_t v) { return v >= 0; });
 }
 
 // A step's micro-batches, and what its mean losses divide by: the predictions (BERT) or tokens
 // (GPT) and the samples of the whole step over every data rank, so that the gradients the ranks
-// sum are those of one big batch.
+// sum are those of one big batch. A sample is an instance: a packed BERT row holds several, so
+// samples (the NSP mean's denominator, samples/s, evaluation's samples) count instances, while
+// rows × seq_len is what the model computes (tokens/s, FLOPs). Unpacked, rows = samples.
 struct StepBatch {
   std::vector<Batch> batches;
   std::vector<ModelInputs> micro;
-  int64_t local_samples = 0, samples = 0, predictions = 0;
+  int64_t local_rows = 0, rows = 0, samples = 0, predictions = 0;
   void release() {
     for (Batch& b : batches) b.release();
     batches.clear();
@@ -262,8 +282,8 @@ struct StepBatch {
 StepBatch next_step(Loader& loader, const TrainOptions& o, const Communicator& data, const Device& device) {
   const bool bert = o.kind == ModelKind::bert;
   StepBatch s;
-  int64_t counts[2] = {0, 0};  // predictions (BERT) or tokens (GPT), and samples
-  std::vector<int32_t> positions;
+  int64_t counts[3] = {0, 0, 0};  // predictions (BERT) or tokens (GPT), samples (instances), rows
+  std::vector<int32_t> positions, labels;
   for (int64_t m = 0; m < o.data.grad_accum; ++m) {
     std::optional<Batch> b = loader.next();
     if (!b) b = loader.next();  // the epoch ended: the next one starts
@@ -272,15 +292,17 @@ StepBatch next_step(Loader& loader, const TrainOptions& o, const Communicator& d
       positions.resize(size_t(b->masked_lm_positions.numel()));
       copy_to_host(device, positions.data(), b->masked_lm_positions.data, positions.size() * sizeof(int32_t));
       counts[0] += count_predictions(positions.data(), b->size, b->masked_lm_positions.shape[1]);
+      counts[1] += count_instances(*b, device, labels);
     } else {
       counts[0] += b->size * b->tokens.shape[1];
+      counts[1] += b->size;
     }
-    counts[1] += b->size;
+    counts[2] += b->size;
     s.batches.push_back(std::move(*b));
   }
-  s.local_samples = counts[1];
-  data.all_reduce_sum(counts, 2);  // over the data-parallel ranks (their tensor and pipeline peers read alike)
-  s.predictions = bert ? counts[0] : 0, s.samples = counts[1];
+  s.local_rows = counts[2];
+  data.all_reduce_sum(counts, 3);  // over the data-parallel ranks (their tensor and pipeline peers read alike)
+  s.predictions = bert ? counts[0] : 0, s.samples = counts[1], s.rows = counts[2];
   for (const Batch& b : s.batches) {
     s.micro.push_back(inputs_of(b, o.kind));
     s.micro.back().lm_denominator = double(counts[0]);
@@ -561,7 +583,8 @@ int train(TrainOptions o, const Fault& fault) {
   if (world.rank() == 0) print_config_line(o, config, model, grid, device, T, metrics.peak_tflops());
 
   // The activations planned once for the longest batch the loader yields: steps of a shorter bin
-  // (--bin-size shards) are carved out of them and allocate nothing.
+  // (--bin-size shards) are carved out of them and allocate nothing. (Packed shards' K NSP slots
+  // per row are not known before their first batch: that step grows the plan once.)
   model.prepare(o.data.batch_size, loader.seq_len(), loader.max_predictions(),
                 pipeline.slots(int(o.data.grad_accum), true));
   for (int64_t step = done.step + 1; step <= run.max_steps; ++step) {
@@ -596,10 +619,14 @@ int train(TrainOptions o, const Fault& fault) {
     r.seconds = now_seconds() - t0, r.data_wait = data_wait, r.pipeline_wait = pipeline.last_wait_seconds();
     // The step's own length: binned shards (--bin-size) train each step at its bin's length.
     const int64_t step_T = batch.micro.front().T;
-    r.samples = batch.samples, r.tokens = batch.samples * step_T;
-    // TFLOPs per device: this rank's samples (with the step's mean masked count), its share of the model.
-    const double masked = o.kind == ModelKind::bert ? double(batch.predictions) / double(batch.samples) : 0;
-    r.flops = double(batch.local_samples) * train_flops_per_sample(config, step_T, masked) /
+    // Samples are instances (a packed row holds several); tokens and FLOPs are the rows computed.
+    r.samples = batch.samples, r.tokens = batch.rows * step_T;
+    // TFLOPs per device: this rank's rows (with the step's mean masked count and instances per row),
+    // its share of the model.
+    const bool bert = o.kind == ModelKind::bert;
+    const double masked = bert ? double(batch.predictions) / double(batch.rows) : 0;
+    const double instances = bert ? double(batch.samples) / double(batch.rows) : 1;
+    r.flops = double(batch.local_rows) * train_flops_per_sample(config, step_T, masked, instances) /
               double(grid.tensor_size() * grid.pipeline_size());
     r.device_bytes = device_bytes_allocated().peak;
     metrics.record(r, step % run.log_interval == 0 || step == run.max_steps || step == done.step + 1);

@@ -101,6 +101,32 @@ TEST(Kernels, SoftmaxCausalAndPaddingMasks) {
   }
 }
 
+// A packed row's sequence_ids as the key mask: a query of instance k sees the keys of instance k
+// only (block-diagonal attention), a padding query (0) every real token, no query a padding key.
+TEST(Kernels, SoftmaxWithSequenceIdsAttendsWithinEachInstance) {
+  const int64_t B = 2, NH = 2, T = 9;
+  auto s = random_floats(B * NH * T * T, 12, 3.0f);
+  const std::vector<int32_t> ids = {1, 1, 1, 2, 2, 2, 2, 0, 0,   // two instances, two padding tokens
+                                    1, 1, 2, 2, 3, 3, 3, 3, 0};  // three instances
+  std::vector<float> p(s.size());
+  launch(kCpu, B * NH * T, SoftmaxForward{p.data(), s.data(), ids.data(), false, NH, T});
+  for (int64_t r = 0; r < B * NH * T; ++r) {
+    const int64_t b = r / (NH * T), i = r % T;
+    const int32_t query = ids[size_t(b * T + i)];
+    Vec add(T, 0.0);
+    for (int64_t j = 0; j < T; ++j) {
+      const int32_t key = ids[size_t(b * T + j)];
+      const bool visible = key != 0 && (query == 0 || key == query);
+      add[size_t(j)] = visible ? 0.0 : -10000.0;
+      if (!visible) {
+        EXPECT_EQ(p[size_t(r * T + j)], 0.0f) << "row " << r << " sees key " << j;
+      }
+    }
+    const Vec want = reference::softmax(row(s, r, T), size_t(T), add);
+    for (int64_t j = 0; j < T; ++j) expect_close(want[size_t(j)], p[size_t(r * T + j)], 1e-5, "packed softmax");
+  }
+}
+
 TEST(Kernels, CrossEntropyIgnoresNegativeTargets) {
   const int64_t N = 5, V = 37;
   auto logits = random_floats(N * V, 8, 4.0f);
@@ -141,6 +167,43 @@ TEST(Kernels, EmbeddingAndBiasGradientsSumRowsInOrder) {
     EXPECT_EQ(dwtt[size_t(c)], 0.0f) << "type 0 never appears";
     expect_close(bias, db[size_t(c)], 1e-5, "db");
   }
+}
+
+// position_ids (a packed row's, restarting at each instance) pick the position row, forward and
+// backward, instead of the column.
+TEST(Kernels, EmbeddingReadsPositionIdsWhenGiven) {
+  const int64_t N = 10, T = 5, C = 40, V = 6;
+  const std::vector<int32_t> ids = {0, 5, 2, 2, 1, 3, 4, 0, 1, 5}, types = {0, 0, 1, 1, 1, 0, 0, 1, 1, 0};
+  const std::vector<int32_t> positions = {0, 1, 2, 0, 1, 0, 1, 2, 3, 0};  // instances of 3, 2, 4 and 1 tokens
+  const auto wte = random_floats(V * C, 13), wpe = random_floats(T * C, 14), wtt = random_floats(2 * C, 15);
+  const auto dout = random_floats(N * C, 16);
+  std::vector<float> out(N * C), dwte(V * C, 0), dwpe(T * C, 0), dwtt(2 * C, 0);
+  launch(kCpu, N, EmbedForward{out.data(), ids.data(), types.data(), wte.data(), wpe.data(), wtt.data(), T, C, 0, 0,
+                               positions.data()});
+  launch(kCpu, column_blocks(C), EmbedBackward{dwte.data(), dwpe.data(), dwtt.data(), dout.data(), ids.data(),
+                                               types.data(), N, T, C, 0, 0, positions.data()});
+  for (int64_t c = 0; c < C; ++c) {
+    Vec want_dwpe(T, 0);
+    for (int64_t r = 0; r < N; ++r) {
+      const size_t id = size_t(ids[size_t(r)]), pos = size_t(positions[size_t(r)]), ty = size_t(types[size_t(r)]);
+      const double want = double(wte[id * C + c]) + wpe[pos * C + c] + wtt[ty * C + c];
+      expect_close(want, out[size_t(r * C + c)], 1e-6, "embedding at position_ids");
+      want_dwpe[pos] += dout[size_t(r * C + c)];
+    }
+    for (int64_t t = 0; t < T; ++t) expect_close(want_dwpe[size_t(t)], dwpe[size_t(t * C + c)], 1e-5, "dwpe at position_ids");
+  }
+}
+
+// NSP slots read their instance's [CLS] row: b·T + next_sentence_positions, or b·T without them.
+TEST(Kernels, NspRowsAreEachInstancesClsRow) {
+  const int64_t B = 2, K = 3, T = 16;
+  const std::vector<int32_t> positions = {0, 5, 11, 0, 9, 0};  // row 1 holds two instances
+  std::vector<int32_t> rows(B * K);
+  launch(kCpu, B * K, NspRows{rows.data(), positions.data(), K, T});
+  EXPECT_EQ(rows, (std::vector<int32_t>{0, 5, 11, 16, 25, 16}));
+  std::vector<int32_t> unpacked(B);
+  launch(kCpu, B, NspRows{unpacked.data(), nullptr, 1, T});
+  EXPECT_EQ(unpacked, (std::vector<int32_t>{0, 16}));
 }
 
 TEST(Kernels, AdamWMatchesTheDefinition) {

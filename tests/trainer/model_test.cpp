@@ -297,6 +297,151 @@ TEST(LossScaler, HalvesOnOverflowAndGrowsAfterAnInterval) {
 INSTANTIATE_TEST_SUITE_P(Kinds, ModelTest, ::testing::Values(ModelKind::bert, ModelKind::gpt),
                          [](const auto& info) { return info.param == ModelKind::bert ? "bert" : "gpt"; });
 
+// ---------------------------------------------------------------- packed BERT batches
+// One BERT instance: [CLS] a.. [SEP] b.. [SEP], its masked positions (in the instance) and label.
+struct Instance {
+  std::vector<int32_t> ids, types;
+  std::vector<int32_t> masked, masked_ids;
+  int32_t nsp = 0;
+};
+
+std::vector<Instance> varied_instances(int64_t vocab) {
+  std::mt19937 gen(21);
+  std::vector<Instance> out;
+  const int lengths[][2] = {{3, 2}, {5, 4}, {2, 1}, {4, 2}, {6, 5}, {2, 2}};  // a and b tokens: 8 to 14 in all
+  for (const auto& [a, b] : lengths) {
+    Instance x;
+    auto token = [&] { return int32_t(3 + gen() % uint32_t(vocab - 3)); };
+    x.ids.push_back(1), x.types.push_back(0);  // [CLS]
+    for (int i = 0; i < a; ++i) x.ids.push_back(token()), x.types.push_back(0);
+    x.ids.push_back(2), x.types.push_back(0);  // [SEP]
+    for (int i = 0; i < b; ++i) x.ids.push_back(token()), x.types.push_back(1);
+    x.ids.push_back(2), x.types.push_back(1);
+    for (int32_t p = 1; p < int32_t(x.ids.size()) && x.masked.size() < 3; p += 1 + int32_t(gen() % 3))
+      if (x.ids[size_t(p)] > 2) x.masked.push_back(p), x.masked_ids.push_back(token());
+    x.nsp = int32_t(out.size() % 3 == 1);
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+// Host tensors of a BERT batch, unpacked (one instance per row, input_mask) or packed (several per
+// row: sequence_ids, position_ids restarting per instance, K NSP slots with −1 for empty ones).
+struct BertBatch {
+  int64_t B = 0, T = 0, P = 0, K = 1;
+  std::vector<int32_t> ids, types, mask, positions, mlm_positions, mlm_ids, nsp_positions, nsp;
+  ModelInputs inputs() const {
+    ModelInputs in;
+    in.B = B, in.T = T, in.P = P, in.K = K;
+    in.ids = ids.data(), in.types = types.data(), in.mask = mask.data();
+    in.positions = positions.empty() ? nullptr : positions.data();
+    in.mlm_positions = mlm_positions.data(), in.mlm_ids = mlm_ids.data();
+    in.nsp_positions = nsp_positions.empty() ? nullptr : nsp_positions.data(), in.nsp_labels = nsp.data();
+    return in;
+  }
+};
+
+// rows[r]: the instances row r holds, in order.
+BertBatch pack(const std::vector<Instance>& xs, const std::vector<std::vector<int>>& rows, int64_t T, int64_t P,
+               int64_t K, bool packed) {
+  BertBatch out;
+  out.B = int64_t(rows.size()), out.T = T, out.P = P, out.K = K;
+  for (const std::vector<int>& row : rows) {
+    int32_t at = 0, predictions = 0, slot = 0;
+    for (int k : row) {
+      const Instance& x = xs[size_t(k)];
+      for (size_t t = 0; t < x.ids.size(); ++t) {
+        out.ids.push_back(x.ids[t]), out.types.push_back(x.types[t]);
+        out.mask.push_back(packed ? slot + 1 : 1), out.positions.push_back(int32_t(t));
+      }
+      for (size_t m = 0; m < x.masked.size(); ++m, ++predictions)
+        out.mlm_positions.push_back(at + x.masked[m]), out.mlm_ids.push_back(x.masked_ids[m]);
+      out.nsp_positions.push_back(at), out.nsp.push_back(x.nsp);
+      at += int32_t(x.ids.size()), ++slot;
+    }
+    for (; at < T; ++at) out.ids.push_back(0), out.types.push_back(0), out.mask.push_back(0), out.positions.push_back(0);
+    for (; predictions < P; ++predictions) out.mlm_positions.push_back(0), out.mlm_ids.push_back(0);
+    for (; slot < K; ++slot) out.nsp_positions.push_back(0), out.nsp.push_back(-1);
+  }
+  if (!packed) out.positions.clear(), out.nsp_positions.clear();  // the column index, position 0
+  return out;
+}
+
+struct StepResult {
+  Losses losses;
+  std::vector<std::vector<float>> grads;  // per parameter
+};
+
+StepResult packed_step(const ModelConfig& c, const BertBatch& batch) {
+  Model model(c, kCpu);
+  model.init_weights(17);
+  for (int64_t i = 0; i < model.num_parameters(); ++i) model.weights()[i] *= 3.0f;  // sharper attention
+  model.zero_grads();
+  StepResult r;
+  r.losses = model.step(batch.inputs(), true, 1.0f, 0);
+  for (const ParamInfo& p : model.params())
+    r.grads.emplace_back(model.grads() + p.offset, model.grads() + p.offset + p.numel);
+  return r;
+}
+
+// The largest difference of two gradients relative to a's largest magnitude, or to 1e-3 when that
+// is smaller: the key biases' gradients are 0 but for rounding (softmax ignores a shift of a
+// query's scores), and their noise (~1e-9) must not count as a relative difference. The real
+// gradients here are ≥ 3e-3 at their largest and agree to ~1e-7.
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 1e-3;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff = std::max(diff, double(std::fabs(a[i] - b[i]))), scale = std::max(scale, double(std::fabs(a[i])));
+  return diff / scale;
+}
+
+class PackedBatch : public ::testing::TestWithParam<int64_t> {};
+
+// Six instances packed three to a row of 32 tokens (K = 4 slots, one empty per row) train the model
+// exactly as they do one per row (GetParam(): the unpacked rows' length, 32 or a shorter 16):
+// block-diagonal attention, positions restarting per instance, the pooler and NSP head on each
+// [CLS], the same mean losses. Any leak between instances shows in the losses and gradients.
+TEST_P(PackedBatch, EqualsUnpacked) {
+  ModelConfig c = ModelConfig::preset(ModelKind::bert, "tiny");
+  c.layers = 2, c.hidden = 32, c.heads = 2, c.intermediate = 128, c.vocab_size = 64, c.max_positions = 64;
+  c.hidden_dropout = c.attention_dropout = 0.0f;
+  const std::vector<Instance> xs = varied_instances(c.vocab_size);
+  const BertBatch unpacked = pack(xs, {{0}, {1}, {2}, {3}, {4}, {5}}, GetParam(), 3, 1, false);
+  const BertBatch packed = pack(xs, {{0, 1, 2}, {3, 4, 5}}, 32, 9, 4, true);
+  const StepResult want = packed_step(c, unpacked), got = packed_step(c, packed);
+  EXPECT_EQ(got.losses.predictions, want.losses.predictions);
+  EXPECT_NEAR(got.losses.mlm, want.losses.mlm, 1e-5 * want.losses.mlm);
+  EXPECT_NEAR(got.losses.nsp, want.losses.nsp, 1e-5 * want.losses.nsp);
+  EXPECT_NEAR(got.losses.total, want.losses.total, 1e-5 * want.losses.total);
+  const Model names(c, ModelShard{}, Model::Unallocated{});
+  for (size_t i = 0; i < want.grads.size(); ++i)
+    EXPECT_LE(relative_difference(want.grads[i], got.grads[i]), 1e-5) << names.params()[i].name;
+}
+
+INSTANTIATE_TEST_SUITE_P(UnpackedLength, PackedBatch, ::testing::Values(32, 16));
+
+// The equality above needs every part of packing: the same packed rows with a 0/1 input_mask
+// (instances attending to each other), without position_ids (the column index) or without the
+// NSP positions (every slot on the row's first [CLS]) give other losses, by ≥ 10× the tolerance.
+TEST(PackedBatchParts, EachIsNeeded) {
+  ModelConfig c = ModelConfig::preset(ModelKind::bert, "tiny");
+  c.layers = 2, c.hidden = 32, c.heads = 2, c.intermediate = 128, c.vocab_size = 64, c.max_positions = 64;
+  c.hidden_dropout = c.attention_dropout = 0.0f;
+  const std::vector<Instance> xs = varied_instances(c.vocab_size);
+  const StepResult want = packed_step(c, pack(xs, {{0}, {1}, {2}, {3}, {4}, {5}}, 16, 3, 1, false));
+  const BertBatch packed = pack(xs, {{0, 1, 2}, {3, 4, 5}}, 32, 9, 4, true);
+  BertBatch one_mask = packed, no_positions = packed, no_nsp_positions = packed;
+  for (int32_t& m : one_mask.mask) m = m != 0;
+  no_positions.positions.clear();
+  no_nsp_positions.nsp_positions.clear();
+  const std::pair<const char*, const BertBatch*> cases[] = {
+      {"input_mask", &one_mask}, {"no position_ids", &no_positions}, {"no NSP positions", &no_nsp_positions}};
+  for (const auto& [what, batch] : cases) {
+    const Losses got = packed_step(c, *batch).losses;
+    EXPECT_GT(std::fabs(got.total - want.losses.total), 1e-4 * want.losses.total) << what;  // 10× the tolerance
+  }
+}
+
 TEST(Safetensors, DamagedFilesAreClearErrors) {
   TempDir dir;
   const std::string path = dir.file("w.safetensors");

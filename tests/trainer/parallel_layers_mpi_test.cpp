@@ -160,14 +160,24 @@ TEST_P(ParallelLayers, VocabularyParallelEmbeddingEqualsTheWholeLookup) {
   for (auto& ty : types) ty = int32_t(rng() % 2);
   const Floats words = random_floats(V * C, 32), positions = random_floats(T * C, 33), type_table = random_floats(2 * C, 34),
                dout = random_floats(N * C, 35);
-  for (const bool bert : {true, false}) {
-    const int32_t* ty = bert ? types.data() : nullptr;
+  // Packed rows' position_ids restart at each instance: here T−1 − column, so a lookup that
+  // ignored them (and took the column) would read other rows of the table.
+  std::vector<int32_t> position_ids(N);
+  for (int64_t r = 0; r < N; ++r) position_ids[size_t(r)] = int32_t(T - 1 - r % T);
+  for (const auto& [bert, packed] : std::initializer_list<std::pair<bool, bool>>{{true, false}, {false, false}, {true, true}}) {
+    const EmbeddingInputs in{ids.data(), bert ? types.data() : nullptr, packed ? position_ids.data() : nullptr};
     const VocabularyShard whole = VocabularyShard::of(V, one_);
     Floats out(N * C), dwords(V * C, 0.0f), dpos(T * C, 0.0f), dtypes(2 * C, 0.0f);
-    vocab_parallel_embedding_forward(device_, one_, whole, out.data(), nullptr, ids.data(), ty,
+    vocab_parallel_embedding_forward(device_, one_, whole, out.data(), nullptr, in,
                                      {words.data(), positions.data(), bert ? type_table.data() : nullptr}, N, T, C);
     vocab_parallel_embedding_backward(device_, one_, whole, {dwords.data(), dpos.data(), bert ? dtypes.data() : nullptr},
-                                      dout.data(), nullptr, ids.data(), ty, N, T, C);
+                                      dout.data(), nullptr, in, N, T, C);
+    for (int64_t r = 0; r < N; ++r) {
+      const int64_t pos = packed ? position_ids[size_t(r)] : r % T;
+      const float want = words[size_t(ids[size_t(r)] * C)] + positions[size_t(pos * C)] +
+                         (bert ? type_table[size_t(types[size_t(r)] * C)] : 0.0f);
+      EXPECT_NEAR(out[size_t(r * C)], want, 1e-6f) << "row " << r << (packed ? ": position_ids" : ": column positions");
+    }
     // This rank's rows of the padded vocabulary (zeros past the real ids).
     const VocabularyShard mine = VocabularyShard::of(V, group_.shard);
     EXPECT_EQ(mine.rows * t(), padded_vocab(V, t()));
@@ -176,12 +186,12 @@ TEST_P(ParallelLayers, VocabularyParallelEmbeddingEqualsTheWholeLookup) {
       std::copy_n(words.begin() + (mine.begin + i) * C, C, wl.begin() + i * C);
     const int64_t R = region_rows(N), r0 = region_first(N);
     Floats region(R * C), scratch(N * C), full(N * C), dwl(mine.rows * C, 0.0f), dpl(T * C, 0.0f), dtl(2 * C, 0.0f);
-    vocab_parallel_embedding_forward(device_, group_.shard, mine, region.data(), scratch.data(), ids.data(), ty,
+    vocab_parallel_embedding_forward(device_, group_.shard, mine, region.data(), scratch.data(), in,
                                      {wl.data(), positions.data(), bert ? type_table.data() : nullptr}, N, T, C);
     EXPECT_LT(relative_error(region, block(out, C, r0, R, 0, C)), kTol) << (bert ? "bert" : "gpt");
     const Floats dregion = block(dout, C, r0, R, 0, C);
     vocab_parallel_embedding_backward(device_, group_.shard, mine, {dwl.data(), dpl.data(), bert ? dtl.data() : nullptr},
-                                      dregion.data(), full.data(), ids.data(), ty, N, T, C);
+                                      dregion.data(), full.data(), in, N, T, C);
     const int64_t real = std::max<int64_t>(0, std::min(mine.rows, V - mine.begin));
     EXPECT_LT(relative_error(block(dwl, C, 0, real, 0, C), block(dwords, C, mine.begin, real, 0, C)), kTol);
     EXPECT_EQ(block(dwl, C, real, mine.rows - real, 0, C), Floats((mine.rows - real) * C, 0.0f)) << "padding rows";

@@ -75,22 +75,23 @@ void row_parallel_backward(const Device& d, const ModelShard& s, float* dX, cons
 }
 
 void vocab_parallel_embedding_forward(const Device& d, const ModelShard& s, const VocabularyShard& v, float* region,
-                                      float* scratch, const int32_t* ids, const int32_t* types,
-                                      const EmbeddingTables& t, int64_t N, int64_t T, int64_t C) {
+                                      float* scratch, const EmbeddingInputs& in, const EmbeddingTables& t, int64_t N,
+                                      int64_t T, int64_t C) {
   const bool lead = s.tensor_rank == 0;
   float* part = partial_target(s, region, scratch);
   const int64_t rows = s.tensor_size > 1 ? v.rows : 0;  // 0: every id is this rank's
-  launch(d, N, EmbedForward{part, ids, lead ? types : nullptr, t.words, lead ? t.positions : nullptr, t.types, T, C,
-                            v.begin, rows});
+  launch(d, N, EmbedForward{part, in.ids, lead ? in.types : nullptr, t.words, lead ? t.positions : nullptr, t.types, T,
+                            C, v.begin, rows, in.positions});
   reduce_rows(d, s, part, region, N, C);
 }
 
 void vocab_parallel_embedding_backward(const Device& d, const ModelShard& s, const VocabularyShard& v,
                                        const EmbeddingGrads& g, const float* dregion, float* full,
-                                       const int32_t* ids, const int32_t* types, int64_t N, int64_t T, int64_t C) {
+                                       const EmbeddingInputs& in, int64_t N, int64_t T, int64_t C) {
   const float* dout = gather_rows(d, s, dregion, full, N, C);
   const int64_t rows = s.tensor_size > 1 ? v.rows : 0;
-  launch(d, column_blocks(C), EmbedBackward{g.words, g.positions, g.types, dout, ids, types, N, T, C, v.begin, rows});
+  launch(d, column_blocks(C),
+         EmbedBackward{g.words, g.positions, g.types, dout, in.ids, in.types, N, T, C, v.begin, rows, in.positions});
 }
 
 void vocab_parallel_cross_entropy(const Device& d, const ModelShard& s, const VocabularyShard& v, float* logits,

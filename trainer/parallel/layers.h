@@ -77,18 +77,23 @@ struct EmbeddingTables {
 struct EmbeddingGrads {
   float *words = nullptr, *positions = nullptr, *types = nullptr;
 };
+// The per-token inputs of an embedding lookup, N rows each: ids, token types (null: none) and
+// position_ids (null: each row's column, r mod T; a packed batch's restart at every instance).
+struct EmbeddingInputs {
+  const int32_t *ids = nullptr, *types = nullptr, *positions = nullptr;
+};
 // Vocabulary-parallel embedding: region = the group's sum of each rank's lookups (the ids outside
 // its rows look up zeros), + positions (+ types) — N rows of ids over T positions. `scratch` holds
 // N × C partial sums under sequence parallelism.
 void vocab_parallel_embedding_forward(const Device& d, const ModelShard& s, const VocabularyShard& v, float* region,
-                                      float* scratch, const int32_t* ids, const int32_t* types,
-                                      const EmbeddingTables& tables, int64_t N, int64_t T, int64_t C);
+                                      float* scratch, const EmbeddingInputs& in, const EmbeddingTables& tables,
+                                      int64_t N, int64_t T, int64_t C);
 // From the region's dout (gathered into `full` under sequence parallelism): the rows of this
 // rank's ids, positions and types accumulate into the gradients (positions and types are whole on
 // every rank).
 void vocab_parallel_embedding_backward(const Device& d, const ModelShard& s, const VocabularyShard& v,
                                        const EmbeddingGrads& grads, const float* dregion, float* full,
-                                       const int32_t* ids, const int32_t* types, int64_t N, int64_t T, int64_t C);
+                                       const EmbeddingInputs& in, int64_t N, int64_t T, int64_t C);
 
 // Vocabulary-parallel cross-entropy over n rows of this rank's logits [n, v.rows]: losses[n] and,
 // in place, the logits' gradient (× dloss). Targets < 0 are ignored. The whole logits never exist

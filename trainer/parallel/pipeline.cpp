@@ -77,7 +77,7 @@ Losses PipelineRunner::run(const std::vector<ModelInputs>& micro, const std::fun
   const int micros = int(micro.size());
   if (micros == 0) return {};
   const ModelInputs& shape = micro.front();
-  model_.prepare(shape.B, shape.T, shape.P, slots(micros, backward));
+  model_.prepare(shape.B, shape.T, shape.P, slots(micros, backward), shape.K);
   const int64_t n = model_.stage_rows(shape.B, shape.T) * model_.config().hidden;
   if (grad_in_.size() < size_t(n)) grad_in_ = DeviceBuffer<float>(model_.device(), size_t(n));
   wait_seconds_ = 0;
