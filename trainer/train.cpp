@@ -583,10 +583,10 @@ int train(TrainOptions o, const Fault& fault) {
   if (world.rank() == 0) print_config_line(o, config, model, grid, device, T, metrics.peak_tflops());
 
   // The activations planned once for the longest batch the loader yields: steps of a shorter bin
-  // (--bin-size shards) are carved out of them and allocate nothing. (Packed shards' K NSP slots
-  // per row are not known before their first batch: that step grows the plan once.)
+  // (--bin-size shards) are carved out of them and allocate nothing; packed shards' rows hold K
+  // instances, so K NSP slots each.
   model.prepare(o.data.batch_size, loader.seq_len(), loader.max_predictions(),
-                pipeline.slots(int(o.data.grad_accum), true));
+                pipeline.slots(int(o.data.grad_accum), true), std::max<int64_t>(1, loader.max_pack()));
   for (int64_t step = done.step + 1; step <= run.max_steps; ++step) {
     const double t0 = now_seconds();
     StepBatch batch = next_step(loader, o, grid.data(), device);
