@@ -29,7 +29,7 @@ BertSplitWriter::BertSplitWriter(const SplitOutput& split, const LengthBins& bin
     : split_(split), bins_(bins), filler_options_(filler), stats_(stats) {
   bins_.check();
   if (filler_options_.max_pack > 0) {
-    if (bins_.binned()) throw UsageError("--pack with --bin-size: packed rows are all --seq-len long; choose one");
+    if (bins_.binned()) throw Error("internal: packed rows in length bins (BertStageOptions::check refuses them)");
     split_.manifest.extra["max_pack"] = filler_options_.max_pack;  // absent unpacked: those manifests stay as they were
   }
   if (!bins_.binned()) return;
