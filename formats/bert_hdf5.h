@@ -141,6 +141,14 @@ class BertShardReader {
 // Number of records (validates the layout like the reader does).
 uint64_t count_bert_records(const std::string& path);
 
+// What is wrong with row i of a packed batch (batch.max_pack > 0), "" when nothing: sequence_ids
+// runs 1..k one after the other from position 0, then padding (0) only; input_mask is 1 exactly
+// on the instances' tokens; position_ids count from 0 in each run and are 0 on padding;
+// next_sentence_positions[j] is the start of run j + 1 (0 past k); packed_next_sentence_labels is
+// 0 or 1 up to k, −1 past it, and next_sentence_labels the first's; masked_lm_positions ascend,
+// each inside an instance and not on its [CLS], then 0-padding. shard-tool verify's check.
+std::string packed_row_problem(const BertBatch& batch, int64_t i);
+
 // Human-readable summary for shard-tool inspect: kind, N, seq_len, max_predictions, each dataset's
 // dtype, shape, chunk shape and compression, then the first `max_records` records.
 void inspect_bert_shard(const std::string& path, std::ostream& out, int max_records);

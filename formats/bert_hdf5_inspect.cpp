@@ -14,7 +14,7 @@
 
 namespace pretrain {
 
-using bert_hdf5::Column;
+using bert_hdf5::column_count;
 using bert_hdf5::kColumns;
 using hdf5::Hid;
 using hdf5::numpy_dtype;
@@ -68,17 +68,19 @@ void inspect_bert_shard(const std::string& path, std::ostream& out, int max_reco
   BertShardReader reader(path);
   out << path << ": NVIDIA BERT HDF5 shard\n"
       << "  records " << reader.size() << ", seq_len " << reader.seq_len() << ", max_predictions "
-      << reader.max_predictions() << ", read path " << (reader.raw_chunk_path() ? "raw chunks" : "hyperslab") << "\n";
+      << reader.max_predictions() << (reader.max_pack() ? cat(", packed: up to ", reader.max_pack(), " instances per row") : "")
+      << ", read path " << (reader.raw_chunk_path() ? "raw chunks" : "hyperslab") << "\n";
   {
     quiet_hdf5();
     Hid file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     if (!file.valid()) throw_hdf5(Where{path}, "cannot open as HDF5");
-    for (const Column& c : kColumns) out << "  " << c.name << ": " << describe_dataset(file.get(), c.name) << "\n";
+    for (size_t c = 0; c < column_count(reader.max_pack()); ++c)
+      out << "  " << kColumns[c].name << ": " << describe_dataset(file.get(), kColumns[c].name) << "\n";
   }
   int64_t n = std::min<int64_t>(std::max(max_records, 0), reader.size());
   BertBatch b;
   reader.read_range(0, n, b);
-  const int64_t seq = b.seq_len, mp = b.max_predictions;
+  const int64_t seq = b.seq_len, mp = b.max_predictions, pack = b.max_pack;
   for (int64_t i = 0; i < n; ++i) {
     const int8_t* mask = b.input_mask.data() + i * seq;
     int64_t tokens = std::count_if(mask, mask + seq, [](int8_t m) { return m != 0; });
@@ -91,6 +93,11 @@ void inspect_bert_shard(const std::string& path, std::ostream& out, int max_reco
         << "  segment_ids: " << join(b.segment_ids.data() + i * seq, tokens) << "\n"
         << "  masked_lm_positions: " << join(pos, preds) << "\n"
         << "  masked_lm_ids: " << join(b.masked_lm_ids.data() + i * mp, preds) << "\n";
+    if (pack == 0) continue;
+    out << "  position_ids: " << join(b.position_ids.data() + i * seq, tokens) << "\n"
+        << "  sequence_ids: " << join(b.sequence_ids.data() + i * seq, tokens) << "\n"
+        << "  next_sentence_positions: " << join(b.next_sentence_positions.data() + i * pack, pack) << "\n"
+        << "  packed_next_sentence_labels: " << join(b.packed_next_sentence_labels.data() + i * pack, pack) << "\n";
   }
 }
 

@@ -28,10 +28,14 @@ namespace pretrain {
 using bert_hdf5::column_data;
 using bert_hdf5::column_width;
 using bert_hdf5::Column;
+using bert_hdf5::column_count;
 using bert_hdf5::kColumns;
+using bert_hdf5::kNvidiaColumns;
+using bert_hdf5::kPackPositions;
 using bert_hdf5::kPositions;
 using bert_hdf5::memory_type;
 using bert_hdf5::Width;
+using bert_hdf5::width_name;
 using hdf5::check_hdf5_signature;
 using hdf5::check_layout_dims;
 using hdf5::checked;
@@ -117,7 +121,8 @@ struct BertShardReader::Impl {
   std::string path;
   Hid file, dxpl;
   ChunkFile chunk_file;
-  std::array<Dataset, 6> sets;
+  std::array<Dataset, kColumns.size()> sets;
+  size_t columns = kNvidiaColumns;  // datasets in the file: six, ten when packed
   int64_t records = 0, seq = 0, max_pred = 0, max_pack = 0;
   BertBatch one;  // scratch for read()
 
@@ -130,25 +135,48 @@ struct BertShardReader::Impl {
     dxpl = checked(H5Pcreate(H5P_DATASET_XFER), H5Pclose, where, "cannot create transfer property list");
     if (H5Pset_type_conv_cb(dxpl.get(), refuse_overflow, nullptr) < 0) throw_hdf5(where, "cannot set conversion callback");
 
-    std::array<std::array<hsize_t, 2>, 6> dims{};
-    for (size_t c = 0; c < kColumns.size(); ++c) dims[c] = open_dataset(c);
+    columns = packed_datasets() ? kColumns.size() : kNvidiaColumns;
+    std::array<std::array<hsize_t, 2>, kColumns.size()> dims{};
+    for (size_t c = 0; c < columns; ++c) dims[c] = open_dataset(c);
     records = static_cast<int64_t>(dims[0][0]);
     seq = static_cast<int64_t>(dims[0][1]);
     max_pred = static_cast<int64_t>(dims[kPositions][1]);
+    max_pack = columns > kNvidiaColumns ? static_cast<int64_t>(dims[kPackPositions][1]) : 0;
     if (seq < 1) throw Error(where, "dataset 'input_ids' has seq_len 0, expected at least 1");
-    for (size_t c = 0; c < kColumns.size(); ++c) {
-      int64_t w = column_width(kColumns[c], seq, max_pred);
+    if (columns > kNvidiaColumns && (max_pack < 1 || max_pack > 127))
+      throw Error(where, cat("dataset 'next_sentence_positions' has ", max_pack,
+                             " instances per row, expected 1 to 127 (sequence_ids is int8)"));
+    for (size_t c = 0; c < columns; ++c) {
+      int64_t w = column_width(kColumns[c], seq, max_pred, max_pack);
       bool rank2 = kColumns[c].width != Width::one;
       if (static_cast<int64_t>(dims[c][0]) != records || (rank2 && static_cast<int64_t>(dims[c][1]) != w))
         throw Error(where, cat("dataset '", kColumns[c].name, "' has shape [", dims[c][0], rank2 ? cat(", ", dims[c][1]) : "",
                                "], expected [", records, rank2 ? cat(", ", w) : "",
-                               "] (N from input_ids, seq_len from input_ids, max_predictions from masked_lm_positions)"));
+                               "] (N from input_ids, seq_len from input_ids, max_predictions from masked_lm_positions",
+                               columns > kNvidiaColumns ? ", max_pack from next_sentence_positions)" : ")"));
       sets[c].width = w;
     }
-    if (read_path == BertReadPath::automatic)
-      for (auto& d : sets) d.raw = raw_layout(d);
-    for (auto& d : sets)
-      if (!d.raw) prepare_slab_checks(d);
+    for (size_t c = 0; c < columns; ++c) {
+      if (read_path == BertReadPath::automatic) sets[c].raw = raw_layout(sets[c]);
+      if (!sets[c].raw) prepare_slab_checks(sets[c]);
+    }
+  }
+
+  // Whether the file is packed: all four packed datasets or none of them.
+  bool packed_datasets() {
+    const char* present = nullptr;
+    const char* missing = nullptr;  // the first of each
+    for (size_t c = kNvidiaColumns; c < kColumns.size(); ++c) {
+      htri_t exists = H5Lexists(file.get(), kColumns[c].name, H5P_DEFAULT);
+      if (exists < 0) throw_hdf5(Where{path}, cat("cannot look up dataset '", kColumns[c].name, "'"));
+      const char*& first = exists ? present : missing;
+      if (!first) first = kColumns[c].name;
+    }
+    if (present && missing)
+      throw Error(Where{path}, cat("missing dataset '", missing, "' of a packed shard (it has '", present,
+                                   "'): expected all four of position_ids, sequence_ids, next_sentence_positions, "
+                                   "packed_next_sentence_labels, or none"));
+    return present != nullptr;
   }
 
   // The filters the hyperslab path accepts are the size-preserving ones HDF5 builds in (gzip,
@@ -265,7 +293,7 @@ struct BertShardReader::Impl {
     const Column& col = kColumns[c];
     Where where{path};
     int rank = col.width == Width::one ? 1 : 2;
-    const char* expected = col.width == Width::one ? "[N]" : col.width == Width::seq ? "[N, seq_len]" : "[N, max_predictions]";
+    const char* expected = width_name(col);
     std::string shape = cat("an integer dataset ", expected, " (", col.elem == 4 ? "int32" : "int8", ")");
     htri_t exists = H5Lexists(file.get(), col.name, H5P_DEFAULT);
     if (exists < 0) throw_hdf5(where, cat("cannot look up dataset '", col.name, "'"));
@@ -412,7 +440,7 @@ struct BertShardReader::Impl {
   void read_raw(int64_t begin, int64_t count, BertBatch& out) {
     std::vector<Job> jobs;
     size_t inflate_bytes = 0;
-    for (size_t c = 0; c < sets.size(); ++c) {
+    for (size_t c = 0; c < columns; ++c) {
       Dataset& d = sets[c];
       if (!d.raw) continue;
       const int64_t col_chunks = static_cast<int64_t>(d.cache.size());
@@ -450,10 +478,10 @@ struct BertShardReader::Impl {
   void read_range(int64_t begin, int64_t count, BertBatch& out) {
     quiet_hdf5();
     check_range(begin, count);
-    out.resize(count, seq, max_pred);
+    out.resize(count, seq, max_pred, max_pack);
     if (count == 0) return;
     read_raw(begin, count, out);
-    for (size_t c = 0; c < sets.size(); ++c)
+    for (size_t c = 0; c < columns; ++c)
       if (!sets[c].raw) read_slab(c, begin, count, out);
     // Positions index into the sequence downstream; a bad one must not get that far.
     for (size_t i = 0; i < out.masked_lm_positions.size(); ++i) {
@@ -463,6 +491,23 @@ struct BertShardReader::Impl {
                     cat("masked_lm_positions[", static_cast<int64_t>(i) % max_pred, "] = ", p,
                         ", expected a position in [0, ", seq, ")"));
     }
+    if (max_pack > 0) check_packed_indices(begin, out);
+  }
+
+  // A packed row's values that index downstream (position embeddings, NSP gathers, the attention
+  // mask) must be in range; the row's other invariants are shard-tool verify's.
+  void check_packed_indices(int64_t begin, const BertBatch& out) const {
+    auto in = [&](const auto& v, int64_t width, const char* name, int64_t lo, int64_t hi) {
+      for (size_t i = 0; i < v.size(); ++i)
+        if (v[i] < lo || v[i] > hi)
+          throw Error(Where::at_record(path, begin + static_cast<int64_t>(i) / width),
+                      cat(name, "[", static_cast<int64_t>(i) % width, "] = ", static_cast<int>(v[i]),
+                          ", expected a value in [", lo, ", ", hi, "]"));
+    };
+    in(out.position_ids, seq, "position_ids", 0, seq - 1);
+    in(out.sequence_ids, seq, "sequence_ids", 0, max_pack);
+    in(out.next_sentence_positions, max_pack, "next_sentence_positions", 0, seq - 1);
+    in(out.packed_next_sentence_labels, max_pack, "packed_next_sentence_labels", -1, 1);
   }
 };
 
@@ -478,7 +523,8 @@ int64_t BertShardReader::seq_len() const { return impl_->seq; }
 int64_t BertShardReader::max_predictions() const { return impl_->max_pred; }
 int64_t BertShardReader::max_pack() const { return impl_->max_pack; }
 bool BertShardReader::raw_chunk_path() const {
-  return std::all_of(impl_->sets.begin(), impl_->sets.end(), [](const Dataset& d) { return d.raw; });
+  return std::all_of(impl_->sets.begin(), impl_->sets.begin() + static_cast<std::ptrdiff_t>(impl_->columns),
+                     [](const Dataset& d) { return d.raw; });
 }
 
 BertRecord BertShardReader::read(int64_t index) {

@@ -1,4 +1,5 @@
-// BertShardWriter: records staged into row-block chunks, each chunk's six columns deflated on
+// BertShardWriter: records staged into row-block chunks, each chunk's columns (six, or ten in a
+// packed shard) deflated on
 // oneTBB workers while the previous generation is stored with direct chunk writes, so HDF5 (one
 // global lock in Debian's build) only moves compressed bytes.
 #include "formats/bert_hdf5.h"
@@ -23,6 +24,7 @@ namespace pretrain {
 using bert_hdf5::column_data;
 using bert_hdf5::column_width;
 using bert_hdf5::Column;
+using bert_hdf5::column_count;
 using bert_hdf5::file_type;
 using bert_hdf5::kColumns;
 using bert_hdf5::Width;
@@ -76,11 +78,12 @@ struct WriteChunk {
   int64_t index = 0;  // chunk row index: records [index*R, index*R + rows)
   int64_t rows = 0;
   BertBatch data;  // always R rows; rows past `rows` are zero (the fill value)
-  std::array<std::vector<uint8_t>, 6> deflated;  // capacity reused; valid up to deflated_size
-  std::array<size_t, 6> deflated_size{};
+  std::array<std::vector<uint8_t>, kColumns.size()> deflated;  // capacity reused; valid up to deflated_size
+  std::array<size_t, kColumns.size()> deflated_size{};
 
   void deflate(size_t column, int level) {
-    auto bytes = static_cast<size_t>(column_width(kColumns[column], data.seq_len, data.max_predictions) * data.size) *
+    auto bytes = static_cast<size_t>(column_width(kColumns[column], data.seq_len, data.max_predictions, data.max_pack) *
+                                     data.size) *
                  kColumns[column].elem;
     deflated_size[column] = deflate_chunk(column_data(data, column), bytes, level, deflated[column]);
   }
@@ -90,11 +93,12 @@ struct WriteChunk {
 
 struct BertShardWriter::Impl {
   AtomicFile out;
-  int64_t seq, max_pred, rows_per_chunk;
+  int64_t seq, max_pred, max_pack, rows_per_chunk;
+  size_t columns;  // datasets written: six, ten when packed
   int level;
   size_t generation;  // chunks compressed together
   Hid file;
-  std::array<Hid, 6> datasets;
+  std::array<Hid, kColumns.size()> datasets;
   int64_t records = 0;
   int64_t extent = 0;  // rows the datasets currently hold
   bool committed = false;
@@ -105,11 +109,14 @@ struct BertShardWriter::Impl {
   tbb::task_group workers;
 
   Impl(const std::string& path, int64_t seq_len, int64_t max_predictions, const BertShardOptions& o)
-      : out(path, /*open_fd=*/false), seq(seq_len), max_pred(max_predictions), level(o.gzip_level) {
+      : out(path, /*open_fd=*/false), seq(seq_len), max_pred(max_predictions), max_pack(o.max_pack),
+        columns(column_count(o.max_pack)), level(o.gzip_level) {
     Where where{path};
     if (seq < 1 || seq > (1 << 24)) throw UsageError(where, cat("seq_len ", seq, " must be in [1, 2^24]"));
     if (max_pred < 0 || max_pred > (1 << 24))
       throw UsageError(where, cat("max_predictions ", max_pred, " must be in [0, 2^24]"));
+    // sequence_ids is int8 and counts instances from 1.
+    if (max_pack < 0 || max_pack > 127) throw UsageError(where, cat("max_pack ", max_pack, " must be in [0, 127]"));
     if (level < 0 || level > 9) throw UsageError(where, cat("gzip level ", level, " must be in [0, 9]"));
     rows_per_chunk = o.records_per_chunk > 0 ? o.records_per_chunk : std::max<int64_t>(1, kTargetChunkBytes / (seq * 4));
     // HDF5 caps a chunk at 4 GiB; stay far below it.
@@ -123,10 +130,10 @@ struct BertShardWriter::Impl {
     Where tmp{out.tmp_path()};
     file = checked(H5Fcreate(out.tmp_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, tmp,
                    "cannot create HDF5 file");
-    for (size_t c = 0; c < kColumns.size(); ++c) {
+    for (size_t c = 0; c < columns; ++c) {
       const Column& col = kColumns[c];
       int rank = col.width == Width::one ? 1 : 2;
-      hsize_t dims[2] = {0, static_cast<hsize_t>(column_width(col, seq, max_pred))};
+      hsize_t dims[2] = {0, static_cast<hsize_t>(column_width(col, seq, max_pred, max_pack))};
       hsize_t max_dims[2] = {H5S_UNLIMITED, dims[1]};
       hsize_t chunk[2] = {static_cast<hsize_t>(rows_per_chunk), std::max<hsize_t>(1, dims[1])};
       Hid space = checked(H5Screate_simple(rank, dims, max_dims), H5Sclose, tmp, "cannot create dataspace");
@@ -153,7 +160,7 @@ struct BertShardWriter::Impl {
     std::unique_ptr<WriteChunk> c;
     if (spare.empty()) {
       c = std::make_unique<WriteChunk>();
-      c->data.resize(rows_per_chunk, seq, max_pred);
+      c->data.resize(rows_per_chunk, seq, max_pred, max_pack);
     } else {
       c = std::move(spare.back());
       spare.pop_back();
@@ -188,14 +195,15 @@ struct BertShardWriter::Impl {
     compressing.clear();
     std::swap(compressing, filled);
     for (auto& c : compressing)
-      for (size_t col = 0; col < kColumns.size(); ++col)
+      for (size_t col = 0; col < columns; ++col)
         workers.run([chunk = c.get(), col, lvl = level] { chunk->deflate(col, lvl); });
     broken = false;
   }
 
   void set_extent(int64_t rows) {
-    for (size_t c = 0; c < kColumns.size(); ++c) {
-      hsize_t dims[2] = {static_cast<hsize_t>(rows), static_cast<hsize_t>(column_width(kColumns[c], seq, max_pred))};
+    for (size_t c = 0; c < columns; ++c) {
+      hsize_t dims[2] = {static_cast<hsize_t>(rows),
+                         static_cast<hsize_t>(column_width(kColumns[c], seq, max_pred, max_pack))};
       if (H5Dset_extent(datasets[c].get(), dims) < 0)
         throw_hdf5(Where{out.tmp_path()}, cat("cannot extend dataset '", kColumns[c].name, "' to ", rows, " rows"));
     }
@@ -208,7 +216,7 @@ struct BertShardWriter::Impl {
     set_extent(std::max(extent, last.index * rows_per_chunk + last.rows));
     for (const auto& chunk : chunks) {
       hsize_t offset[2] = {static_cast<hsize_t>(chunk->index * rows_per_chunk), 0};
-      for (size_t c = 0; c < kColumns.size(); ++c) {
+      for (size_t c = 0; c < columns; ++c) {
         // Filter mask 0: the bytes went through every filter of the pipeline (just gzip).
         if (H5Dwrite_chunk(datasets[c].get(), H5P_DEFAULT, 0, offset, chunk->deflated_size[c],
                            chunk->deflated[c].data()) < 0)
@@ -224,8 +232,8 @@ struct BertShardWriter::Impl {
     if (staging && staging->rows > 0) {
       // HDF5 stores an edge chunk at full size; its rows past the extent must hold the fill value.
       BertBatch& b = staging->data;
-      for (size_t c = 0; c < kColumns.size(); ++c) {
-        size_t row_bytes = static_cast<size_t>(column_width(kColumns[c], seq, max_pred)) * kColumns[c].elem;
+      for (size_t c = 0; c < columns; ++c) {
+        size_t row_bytes = static_cast<size_t>(column_width(kColumns[c], seq, max_pred, max_pack)) * kColumns[c].elem;
         uint8_t* base = column_data(b, c);
         std::memset(base + static_cast<size_t>(staging->rows) * row_bytes, 0,
                     static_cast<size_t>(rows_per_chunk - staging->rows) * row_bytes);
@@ -235,14 +243,31 @@ struct BertShardWriter::Impl {
     rotate();  // writes what was compressing, starts the rest
     rotate();  // writes the rest
     set_extent(records);
-    for (auto& d : datasets)
-      if (!d.close()) throw_hdf5(Where{out.tmp_path()}, "cannot close dataset");
+    for (size_t c = 0; c < columns; ++c)
+      if (!datasets[c].close()) throw_hdf5(Where{out.tmp_path()}, "cannot close dataset");
     if (!file.close()) throw_hdf5(Where{out.tmp_path()}, "cannot close HDF5 file");
     out.commit();
     committed = true;
   }
 
   Where at(int64_t record) const { return Where::at_record(out.path(), record); }
+
+  // A packed row's four fields, values as the datasets may hold them (the row's own consistency
+  // is shard-tool verify's job).
+  template <typename Small>
+  void check_packed(const int32_t* position_ids, const Small* sequence_ids, size_t tokens,
+                    const int32_t* positions, const Small* labels, size_t slots, int64_t index) const {
+    auto in = [&](const auto* v, size_t n, const char* name, int32_t lo, int32_t hi) {
+      for (size_t j = 0; j < n; ++j)
+        if (v[j] < lo || v[j] > hi)
+          throw Error(at(index), cat(name, "[", j, "] = ", static_cast<int>(v[j]), ", expected a value in [", lo, ", ", hi, "]"));
+    };
+    const auto last = static_cast<int32_t>(seq - 1);
+    in(position_ids, tokens, "position_ids", 0, last);
+    in(sequence_ids, tokens, "sequence_ids", 0, static_cast<int32_t>(max_pack));
+    in(positions, slots, "next_sentence_positions", 0, last);
+    in(labels, slots, "packed_next_sentence_labels", -1, 1);
+  }
 };
 
 BertShardWriter::BertShardWriter(const std::string& path, int64_t seq_len, int64_t max_predictions,
@@ -278,6 +303,21 @@ void BertShardWriter::append(const BertRecord& r) {
     if (r.masked_lm_positions[k] < 0 || r.masked_lm_positions[k] >= s.seq)
       throw Error(s.at(index), cat("masked_lm_positions[", k, "] = ", r.masked_lm_positions[k],
                                    ", expected a position in [0, ", s.seq, ")"));
+  const size_t slots = r.next_sentence_positions.size();
+  if (s.max_pack == 0) {
+    if (!r.position_ids.empty() || !r.sequence_ids.empty() || slots || !r.packed_next_sentence_labels.empty())
+      throw Error(s.at(index), "record has packed fields, expected none (the shard is not packed: max_pack 0)");
+  } else {
+    if (r.position_ids.size() != tokens || r.sequence_ids.size() != tokens)
+      throw Error(s.at(index), cat("expected position_ids and sequence_ids as long as input_ids (", tokens, "), found ",
+                                   r.position_ids.size(), " and ", r.sequence_ids.size()));
+    if (slots > static_cast<size_t>(s.max_pack) || r.packed_next_sentence_labels.size() != slots)
+      throw Error(s.at(index), cat("expected next_sentence_positions and packed_next_sentence_labels of one length <= "
+                                   "max_pack ", s.max_pack, ", found ", slots, " and ",
+                                   r.packed_next_sentence_labels.size()));
+    s.check_packed(r.position_ids.data(), r.sequence_ids.data(), tokens, r.next_sentence_positions.data(),
+                   r.packed_next_sentence_labels.data(), slots, index);
+  }
   WriteChunk& chunk = s.stage();
   chunk.data.set(chunk.rows, r);
   s.staged(1);
@@ -294,6 +334,18 @@ void BertShardWriter::append(const BertBatch& b) {
   if (b.size < 0 || b.input_ids.size() != ns || b.input_mask.size() != ns || b.segment_ids.size() != ns ||
       b.masked_lm_positions.size() != np || b.masked_lm_ids.size() != np || b.next_sentence_labels.size() != n)
     throw Error(Where{s.out.path()}, cat("batch of ", b.size, " records has arrays of the wrong size"));
+  const auto nk = n * static_cast<size_t>(s.max_pack);
+  if (b.max_pack != s.max_pack || b.position_ids.size() != (s.max_pack ? ns : 0) ||
+      b.sequence_ids.size() != (s.max_pack ? ns : 0) || b.next_sentence_positions.size() != nk ||
+      b.packed_next_sentence_labels.size() != nk)
+    throw Error(Where{s.out.path()}, cat("batch has max_pack ", b.max_pack, " (or packed arrays of the wrong size), expected ",
+                                         s.max_pack));
+  for (size_t i = 0; s.max_pack > 0 && i < n; ++i) {
+    const size_t t = i * static_cast<size_t>(s.seq), k = i * static_cast<size_t>(s.max_pack);
+    s.check_packed(b.position_ids.data() + t, b.sequence_ids.data() + t, static_cast<size_t>(s.seq),
+                   b.next_sentence_positions.data() + k, b.packed_next_sentence_labels.data() + k,
+                   static_cast<size_t>(s.max_pack), s.records + static_cast<int64_t>(i));
+  }
   for (size_t i = 0; i < np; ++i)
     if (b.masked_lm_positions[i] < 0 || b.masked_lm_positions[i] >= s.seq)
       throw Error(s.at(s.records + static_cast<int64_t>(i) / std::max<int64_t>(1, s.max_pred)),
@@ -302,8 +354,8 @@ void BertShardWriter::append(const BertBatch& b) {
   for (int64_t done = 0; done < b.size;) {
     WriteChunk& chunk = s.stage();
     int64_t take = std::min(b.size - done, s.rows_per_chunk - chunk.rows);
-    for (size_t c = 0; c < kColumns.size(); ++c) {
-      auto row_bytes = static_cast<size_t>(column_width(kColumns[c], s.seq, s.max_pred)) * kColumns[c].elem;
+    for (size_t c = 0; c < s.columns; ++c) {
+      auto row_bytes = static_cast<size_t>(column_width(kColumns[c], s.seq, s.max_pred, s.max_pack)) * kColumns[c].elem;
       std::memcpy(column_data(chunk.data, c) + static_cast<size_t>(chunk.rows) * row_bytes,
                   column_data(b, c) + static_cast<size_t>(done) * row_bytes, static_cast<size_t>(take) * row_bytes);
     }

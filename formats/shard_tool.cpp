@@ -1,11 +1,12 @@
 // shard-tool: look at, check and convert the files every stage writes.
 //   inspect FILE|DIR…          kind, counts, dtypes, sizes, the first records
 //   verify DIR…                every shard against manifest.json (size, xxh3, records); every bin of a
-//                              binned split
+//                              binned split; every row of a packed BERT shard
 //   convert --to megatron|llmc IN OUT
 //   import-docs INPUT… -o DIR  wikiextractor output / JSON lines → our zstd document shards
 #include "formats/shard_tool.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -79,6 +80,25 @@ static uint64_t count_records(ShardKind kind, const std::string& path) {
     case ShardKind::manifest: break;
   }
   throw Error(Where{path}, "not a shard");
+}
+
+// A BERT shard's records, and for a packed one (the manifest's extra.max_pack) every row's
+// invariants: a trainer would attend across instances or score the wrong [CLS] without a word.
+static uint64_t verify_bert_records(const std::string& path, int64_t max_pack) {
+  BertShardReader reader(path);
+  if (reader.max_pack() != max_pack)
+    throw Error(Where{path}, cat("shard has max_pack ", reader.max_pack(), ", the manifest's extra.max_pack says ",
+                                 max_pack, " (0: not packed)"));
+  if (max_pack == 0) return static_cast<uint64_t>(reader.size());
+  constexpr int64_t kRows = 4096;
+  BertBatch batch;
+  for (int64_t begin = 0; begin < reader.size(); begin += kRows) {
+    reader.read_range(begin, std::min(kRows, reader.size() - begin), batch);
+    for (int64_t i = 0; i < batch.size; ++i)
+      if (std::string why = packed_row_problem(batch, i); !why.empty())
+        throw Error(Where::at_record(path, begin + i), cat("packed row: ", why));
+  }
+  return static_cast<uint64_t>(reader.size());
 }
 
 static void inspect_manifest(const std::string& path, std::ostream& out) {
@@ -156,12 +176,15 @@ static int verify_dir(const std::string& dir, std::ostream& out) {
   Manifest m = Manifest::read(manifest_path);
   if (m.format == kFormatBertHdf5Binned) return verify_bins(m, manifest_path, out);
   ShardKind kind = kind_of_format(m.format, manifest_path);
-  std::vector<VerifyProblem> problems = verify_manifest(
-      m, root, [&](const std::string& p) { return count_records(kind, p); });
+  const int64_t max_pack = m.extra.value("max_pack", int64_t{0});
+  std::vector<VerifyProblem> problems = verify_manifest(m, root, [&](const std::string& p) {
+    return kind == ShardKind::bert_hdf5 ? verify_bert_records(p, max_pack) : count_records(kind, p);
+  });
   for (const VerifyProblem& p : problems) out << "BAD " << path_join(root, p.file) << ": " << p.message << "\n";
   if (problems.empty())
     out << "ok " << manifest_path << ": " << m.shards.size() << " " << kind_name(kind) << " shards, "
-        << m.total_records() << " records, sizes, xxh3 and record counts match\n";
+        << m.total_records() << " records, sizes, xxh3 and record counts match"
+        << (max_pack > 0 ? cat(", packed rows (up to ", max_pack, " instances) consistent") : "") << "\n";
   return static_cast<int>(problems.size());
 }
 

@@ -16,6 +16,10 @@ inline void expect_same_record(const BertRecord& got, const BertRecord& want, in
   EXPECT_EQ(got.masked_lm_positions, want.masked_lm_positions) << "record " << record;
   EXPECT_EQ(got.masked_lm_ids, want.masked_lm_ids) << "record " << record;
   EXPECT_EQ(got.next_sentence_label, want.next_sentence_label) << "record " << record;
+  EXPECT_EQ(got.position_ids, want.position_ids) << "record " << record;
+  EXPECT_EQ(got.sequence_ids, want.sequence_ids) << "record " << record;
+  EXPECT_EQ(got.next_sentence_positions, want.next_sentence_positions) << "record " << record;
+  EXPECT_EQ(got.packed_next_sentence_labels, want.packed_next_sentence_labels) << "record " << record;
 }
 
 }  // namespace pretrain::testing

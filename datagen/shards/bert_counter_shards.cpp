@@ -20,6 +20,7 @@
 #include "datagen/shards/bert_shard_filler.h"
 #include "datagen/shards/bert_spill_record.h"
 #include "datagen/shards/length_bins.h"
+#include "datagen/shards/packing.h"
 #include "datagen/shards/rng_streams.h"
 
 namespace pretrain {
@@ -180,8 +181,49 @@ void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, co
   buckets.mark_complete();
 }
 
+// A bucket read whole, and where its records start, in their shuffled order.
+struct ShuffledBucket {
+  std::string path, data;
+  std::vector<size_t> offsets;
+
+  void load(const BertCounterOptions& o, const SpillBuckets& buckets, size_t b, uint64_t count, bool valid) {
+    path = buckets.path(b);
+    data = read_file(path);
+    offsets.clear();
+    offsets.reserve(count);
+    for (size_t at = 0; at < data.size(); at += record(at).bytes) offsets.push_back(at);
+    if (offsets.size() != count) throw Error(Where{path}, "spill bucket does not hold the records counted");
+    CounterRng rng(o.seed, b, kShuffleStream - (valid ? 1 : 0));
+    rng.shuffle(offsets);
+  }
+  SpillRecord record(size_t at) const { return SpillRecord(data.data() + at, data.size() - at, path, at); }
+};
+
+// --pack: the bucket's records (shuffled, so ties in length fall by the shuffle) packed first-fit
+// decreasing, and the packs' seeded order.
+Packs pack_bucket(const BertCounterOptions& o, const ShuffledBucket& bucket, size_t b, bool valid,
+                  std::vector<uint32_t>& order) {
+  std::vector<PackItem> items;
+  items.reserve(bucket.offsets.size());
+  for (size_t at : bucket.offsets) {
+    const SpillRecord r = bucket.record(at);
+    items.push_back({uint32_t(r.tokens.size()), uint32_t(r.labels.size())});
+  }
+  Packs packs = pack_first_fit_decreasing(items, {.seq_len = uint32_t(o.instances.seq_len),
+                                                  .max_predictions = uint32_t(o.instances.max_predictions),
+                                                  .max_pack = uint32_t(o.max_pack)});
+  order.resize(packs.size());
+  std::iota(order.begin(), order.end(), 0u);
+  CounterRng rng(o.seed, b, kPackStream - (valid ? 1 : 0));
+  rng.shuffle(order);
+  return packs;
+}
+
 // Each bucket read whole, its records shuffled, and dealt in that order into the shards (with
-// length bins: each bin's buckets into that bin's shards).
+// length bins: each bin's buckets into that bin's shards). With --pack each bucket's records are
+// packed and the packs dealt in their seeded order, one row each; the shards' sizes need the
+// rows, so a first pass packs every bucket to count them (packing costs little beside the
+// shards' deflate).
 void write_shuffled(const BertCounterOptions& o, const BertMaskVocab& vocab, SpillBuckets& buckets,
                     const SplitOutput& output, MakeShardsStats& stats) {
   const StageClock write_clock;
@@ -190,28 +232,41 @@ void write_shuffled(const BertCounterOptions& o, const BertMaskVocab& vocab, Spi
   const size_t per_bin = buckets.count() / size_t(bins.count());
   const uint64_t total = std::accumulate(counts.begin(), counts.end(), uint64_t{0});
   (output.valid ? stats.valid_instances : stats.instances) += total;
+  const bool packed = o.max_pack > 0;
+  ShuffledBucket bucket;
+  std::vector<uint32_t> order;
+  uint64_t packed_rows = 0;
+  for (size_t b = 0; packed && b < buckets.count(); ++b) {
+    bucket.load(o, buckets, b, counts[b], output.valid);
+    packed_rows += pack_bucket(o, bucket, b, output.valid, order).size();
+  }
+  (output.valid ? stats.valid_packed_rows : stats.packed_rows) += packed_rows;
   const BertShardFillerOptions filler_options{.seq_len = o.instances.seq_len,
                                               .max_predictions = o.instances.max_predictions,
                                               .compression_level = o.compression_level,
-                                              .mask_id = vocab.mask};
+                                              .mask_id = vocab.mask,
+                                              .max_pack = o.max_pack};
   BertSplitWriter writer(output, bins, filler_options, stats);
   Progress progress(output.valid ? "shards (valid)" : "shards", total);
-  std::vector<size_t> offsets;
+  std::vector<SpillRecord> pack;
   for (int bin = 0; bin < bins.count(); ++bin) {
     const size_t first = size_t(bin) * per_bin, last = first + per_bin;
-    writer.begin_bin(bin, std::accumulate(counts.begin() + long(first), counts.begin() + long(last), uint64_t{0}));
+    // --pack has no bins (BertStageOptions::check): its one bin holds every row.
+    writer.begin_bin(bin, packed ? packed_rows
+                                 : std::accumulate(counts.begin() + long(first), counts.begin() + long(last), uint64_t{0}));
     for (size_t b = first; b < last; ++b) {
-      const std::string path = buckets.path(b);
-      const std::string data = read_file(path);
-      offsets.clear();
-      offsets.reserve(counts[b]);
-      for (size_t at = 0; at < data.size(); at += SpillRecord(data.data() + at, data.size() - at, path, at).bytes)
-        offsets.push_back(at);
-      if (offsets.size() != counts[b]) throw Error(Where{path}, "spill bucket does not hold the records counted");
-      CounterRng rng(o.seed, b, kShuffleStream - (output.valid ? 1 : 0));
-      rng.shuffle(offsets);
-      for (size_t at : offsets) writer.add(SpillRecord(data.data() + at, data.size() - at, path, at));
-      progress.add(offsets.size());
+      bucket.load(o, buckets, b, counts[b], output.valid);
+      if (!packed) {
+        for (size_t at : bucket.offsets) writer.add(bucket.record(at));
+      } else {
+        const Packs packs = pack_bucket(o, bucket, b, output.valid, order);
+        for (uint32_t p : order) {
+          pack.clear();
+          for (uint32_t k : packs[p]) pack.push_back(bucket.record(bucket.offsets[k]));
+          writer.add_pack(pack);
+        }
+      }
+      progress.add(bucket.offsets.size());
     }
     writer.end_bin();
   }

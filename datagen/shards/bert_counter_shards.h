@@ -2,7 +2,9 @@
 //   instances: per (document, pass) in parallel, each from its own counter-based RNG stream,
 //     scattered to spill buckets (bert_spill_record.h) by a seeded hash of (pass, document,
 //     instance); the buckets and their counts (spill.json) survive for --resume;
-//   write: each bucket loaded, shuffled in memory and dealt in order into shards of equal size (±1).
+//   write: each bucket loaded, shuffled in memory and dealt in order into shards of equal size (±1);
+//     with --pack (packing.h) the bucket's instances packed and the packs dealt in a seeded order,
+//     one row each (a bucket is the packing's window).
 // A bucket is about bucket_bytes, so memory does not grow with the corpus; the bytes depend only
 // on the store, options and seed, never on the number of threads.
 #pragma once

@@ -2,6 +2,7 @@
 // CPython's Mersenne Twister over the whole corpus in memory, so that the same input, vocabulary
 // and seed give the records of NVIDIA's create_pretraining_data.py exactly
 // (tests/compat/test_make_shards_golden.py). The script has no valid split: every document is train.
+// --pack (not the script's) packs all the instances (packing.h) and writes the packs in a seeded order.
 #pragma once
 #include <cstdint>
 

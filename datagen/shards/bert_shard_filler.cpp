@@ -23,6 +23,10 @@ void BertStageOptions::check() const {
                          .compression_level = compression_level}
       .check();
   length_bins(*this).check();
+  // sequence_ids is int8 and numbers a row's instances from 1.
+  if (max_pack < 0 || max_pack > 127) throw UsageError(cat("--max-pack must be in [1, 127], not ", max_pack));
+  if (max_pack > 0 && bin_size > 0)
+    throw UsageError("--pack with --bin-size: packed rows are all --seq-len long, so there is nothing to bin; choose one");
 }
 
 ShardFormat bert_shard_format(const BertShardFillerOptions& o) {
@@ -30,17 +34,32 @@ ShardFormat bert_shard_format(const BertShardFillerOptions& o) {
 }
 
 BertShardFiller::BertShardFiller(ShardSeries& series, const BertShardFillerOptions& options, MakeShardsStats& stats)
-    : series_(series), options_(options), stats_(stats), batch_(kBatchRows, options.seq_len, options.max_predictions) {}
+    : series_(series),
+      options_(options),
+      stats_(stats),
+      batch_(kBatchRows, options.seq_len, options.max_predictions, options.max_pack) {}
+
+bool BertShardFiller::next_row_written() {
+  while (shard_ < series_.count() && in_shard_ == series_.size(shard_)) next_shard();
+  if (shard_ >= series_.count()) throw Error("internal: more rows than the shard sizes hold");
+  ++in_shard_;
+  return !series_.kept(shard_);
+}
 
 void BertShardFiller::add(const SpillRecord& record) {
+  if (options_.max_pack > 0) throw Error("internal: an unpacked instance for packed shards");
   count(record);
-  while (shard_ < series_.count() && in_shard_ == series_.size(shard_)) next_shard();
-  if (shard_ >= series_.count()) throw Error("internal: more instances than the shard sizes hold");
-  if (!series_.kept(shard_)) {
-    record.write_row(batch_, rows_);
-    if (++rows_ == kBatchRows) flush();
-  }
-  ++in_shard_;
+  if (!next_row_written()) return;
+  record.write_row(batch_, rows_);
+  if (++rows_ == kBatchRows) flush();
+}
+
+void BertShardFiller::add_pack(std::span<const SpillRecord> pack) {
+  if (options_.max_pack == 0) throw Error("internal: a pack for unpacked shards");
+  for (const SpillRecord& r : pack) count(r);
+  if (!next_row_written()) return;
+  SpillRecord::write_packed_row(pack, batch_, rows_);
+  if (++rows_ == kBatchRows) flush();
 }
 
 void BertShardFiller::finish() {
@@ -75,15 +94,15 @@ void BertShardFiller::count(const SpillRecord& r) {
 BertShardWriter& BertShardFiller::writer() {
   if (!writer_)
     writer_.emplace(series_.path(shard_), options_.seq_len, options_.max_predictions,
-                    BertShardOptions{.gzip_level = options_.compression_level});
+                    BertShardOptions{.gzip_level = options_.compression_level, .max_pack = options_.max_pack});
   return *writer_;
 }
 
 void BertShardFiller::flush() {
   if (rows_ == 0) return;
-  if (rows_ < kBatchRows) batch_.resize(rows_, options_.seq_len, options_.max_predictions);
+  if (rows_ < kBatchRows) batch_.resize(rows_, options_.seq_len, options_.max_predictions, options_.max_pack);
   writer().append(batch_);
-  if (rows_ < kBatchRows) batch_.resize(kBatchRows, options_.seq_len, options_.max_predictions);
+  if (rows_ < kBatchRows) batch_.resize(kBatchRows, options_.seq_len, options_.max_predictions, options_.max_pack);
   rows_ = 0;
 }
 

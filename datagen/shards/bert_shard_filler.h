@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "datagen/shards/bert_instances.h"
 #include "datagen/shards/bert_spill_record.h"
@@ -19,6 +20,7 @@ struct BertShardFillerOptions {
   int compression_level = 4;  // gzip level of the HDF5 chunks (0–9)
   TokenId32 mask_id = -1;     // [MASK], to count how each prediction was masked
   int histogram_seq_len = 0;  // the length histogram's range (0: seq_len); a bin's shards use the run's
+  int max_pack = 0;           // --pack: instances per row, the packed datasets written; 0: not packed
   // UsageError, naming the command-line option, for a value out of range: seq_len [5, 65535] and
   // max_predictions [1, 255] (a spill record holds them in 16 and 8 bits), compression_level [0, 9].
   void check() const;
@@ -32,8 +34,10 @@ struct BertStageOptions {
   uint64_t seed = 12345;
   int compression_level = 4;
   int bin_size = 0;  // --bin-size: LDDL's length bins (length_bins.h); 0: none
+  int max_pack = 0;  // --pack's --max-pack: instances per packed row (packing.h); 0: not packed
   // UsageError naming the command-line option: the filler's limits, masked_lm_prob in (0, 1],
-  // short_seq_prob in [0, 1], dupe_factor at least 1, the bins' (LengthBins::check).
+  // short_seq_prob in [0, 1], dupe_factor at least 1, the bins' (LengthBins::check), max_pack in
+  // [0, 127] and not with bins.
   void check() const;
 };
 
@@ -44,6 +48,8 @@ class BertShardFiller {
  public:
   BertShardFiller(ShardSeries& series, const BertShardFillerOptions& options, MakeShardsStats& stats);
   void add(const SpillRecord& record);
+  // Several instances as one packed row (options.max_pack > 0; SpillRecord::write_packed_row).
+  void add_pack(std::span<const SpillRecord> pack);
   // Commits the last shard (and any left empty).
   void finish();
 
@@ -51,6 +57,8 @@ class BertShardFiller {
   static constexpr int64_t kBatchRows = 256;  // rows handed to the writer at a time
 
   void count(const SpillRecord& record);
+  // The shard the next row goes to; false when that shard is kept from an earlier run.
+  bool next_row_written();
   BertShardWriter& writer();
   void flush();
   void next_shard();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "common/error.h"
 
@@ -46,26 +47,67 @@ SpillRecord::SpillRecord(const char* data, size_t size, const std::string& file,
     if (positions[k] >= n) throw Error(Where::at_offset(file, int64_t(offset)), "spill record masks past its tokens");
 }
 
-void SpillRecord::write_row(BertBatch& batch, int64_t i) const {
-  const size_t seq = size_t(batch.seq_len), max_pred = size_t(batch.max_predictions), n = tokens.size();
-  const size_t p = labels.size(), row = size_t(i) * seq, pred_row = size_t(i) * max_pred;
-  TokenId32* ids = batch.input_ids.data() + row;
-  std::copy(tokens.begin(), tokens.end(), ids);
-  std::fill(ids + n, ids + seq, 0);
-  int8_t* mask = batch.input_mask.data() + row;
-  std::fill(mask, mask + n, int8_t{1});
-  std::fill(mask + n, mask + seq, int8_t{0});
+void SpillRecord::write_at(BertBatch& batch, int64_t i, size_t offset, size_t first_prediction) const {
+  const size_t n = tokens.size(), p = labels.size();
+  const size_t row = size_t(i) * size_t(batch.seq_len) + offset;
+  const size_t pred_row = size_t(i) * size_t(batch.max_predictions) + first_prediction;
+  std::copy(tokens.begin(), tokens.end(), batch.input_ids.data() + row);
+  std::fill_n(batch.input_mask.data() + row, n, int8_t{1});
   int8_t* segments = batch.segment_ids.data() + row;
   std::fill(segments, segments + a_len, int8_t{0});
   std::fill(segments + a_len, segments + n, int8_t{1});
-  std::fill(segments + n, segments + seq, int8_t{0});
   int32_t* pos = batch.masked_lm_positions.data() + pred_row;
-  std::copy(positions, positions + p, pos);
-  std::fill(pos + p, pos + max_pred, 0);
-  TokenId32* lm_ids = batch.masked_lm_ids.data() + pred_row;
-  std::copy(labels.begin(), labels.end(), lm_ids);
-  std::fill(lm_ids + p, lm_ids + max_pred, 0);
+  for (size_t k = 0; k < p; ++k) pos[k] = int32_t(positions[k] + offset);
+  std::copy(labels.begin(), labels.end(), batch.masked_lm_ids.data() + pred_row);
+}
+
+namespace {
+
+// NVIDIA's padding (0) of row i past `tokens` tokens and `predictions` predictions.
+void pad_row(BertBatch& batch, int64_t i, size_t tokens, size_t predictions) {
+  const size_t seq = size_t(batch.seq_len), max_pred = size_t(batch.max_predictions);
+  const size_t row = size_t(i) * seq, pred_row = size_t(i) * max_pred;
+  std::fill(batch.input_ids.data() + row + tokens, batch.input_ids.data() + row + seq, 0);
+  std::fill(batch.input_mask.data() + row + tokens, batch.input_mask.data() + row + seq, int8_t{0});
+  std::fill(batch.segment_ids.data() + row + tokens, batch.segment_ids.data() + row + seq, int8_t{0});
+  std::fill(batch.masked_lm_positions.data() + pred_row + predictions, batch.masked_lm_positions.data() + pred_row + max_pred, 0);
+  std::fill(batch.masked_lm_ids.data() + pred_row + predictions, batch.masked_lm_ids.data() + pred_row + max_pred, 0);
+}
+
+}  // namespace
+
+void SpillRecord::write_row(BertBatch& batch, int64_t i) const {
+  write_at(batch, i, 0, 0);
+  pad_row(batch, i, tokens.size(), labels.size());
   batch.next_sentence_labels[size_t(i)] = flags & 1;
+}
+
+void SpillRecord::write_packed_row(std::span<const SpillRecord> pack, BertBatch& batch, int64_t i) {
+  const size_t seq = size_t(batch.seq_len), slots = size_t(batch.max_pack);
+  const size_t row = size_t(i) * seq, slot_row = size_t(i) * slots;
+  int32_t* position_ids = batch.position_ids.data() + row;
+  int8_t* sequence_ids = batch.sequence_ids.data() + row;
+  size_t offset = 0, predictions = 0;
+  for (size_t k = 0; k < pack.size(); ++k) {
+    const SpillRecord& r = pack[k];
+    if (k >= slots || offset + r.tokens.size() > seq || predictions + r.labels.size() > size_t(batch.max_predictions))
+      throw Error(cat("internal: a pack of ", pack.size(), " instances overflows a row of seq_len ", seq,
+                      ", max_predictions ", batch.max_predictions, ", max_pack ", slots));
+    r.write_at(batch, i, offset, predictions);
+    std::iota(position_ids + offset, position_ids + offset + r.tokens.size(), 0);
+    std::fill_n(sequence_ids + offset, r.tokens.size(), int8_t(k + 1));
+    batch.next_sentence_positions[slot_row + k] = int32_t(offset);
+    batch.packed_next_sentence_labels[slot_row + k] = int8_t(r.flags & 1);
+    offset += r.tokens.size();
+    predictions += r.labels.size();
+  }
+  pad_row(batch, i, offset, predictions);
+  std::fill(position_ids + offset, position_ids + seq, 0);
+  std::fill(sequence_ids + offset, sequence_ids + seq, int8_t{0});
+  std::fill(batch.next_sentence_positions.data() + slot_row + pack.size(), batch.next_sentence_positions.data() + slot_row + slots, 0);
+  std::fill(batch.packed_next_sentence_labels.data() + slot_row + pack.size(),
+            batch.packed_next_sentence_labels.data() + slot_row + slots, int8_t{-1});
+  batch.next_sentence_labels[size_t(i)] = pack.empty() ? 0 : pack.front().flags & 1;
 }
 
 }  // namespace pretrain

@@ -38,6 +38,17 @@ struct SpillRecord {
 
   // Row i of the batch, with NVIDIA's padding (0); the same values as BertInstance::write_row.
   void write_row(BertBatch& batch, int64_t i) const;
+
+  // Row i of a packed batch (batch.max_pack ≥ pack.size(), the instances fit seq_len and
+  // max_predictions together): the instances one after the other from position 0, each as
+  // write_row writes it but shifted by its offset (masked_lm_positions too), and the packed
+  // fields of formats/bert_hdf5.h; next_sentence_labels is the first instance's.
+  static void write_packed_row(std::span<const SpillRecord> pack, BertBatch& batch, int64_t i);
+
+ private:
+  // Tokens, mask and segments at [offset, offset + n) of row i, the predictions at
+  // [first_prediction, + p) with positions shifted by offset; no padding, no label.
+  void write_at(BertBatch& batch, int64_t i, size_t offset, size_t first_prediction) const;
 };
 
 }  // namespace pretrain

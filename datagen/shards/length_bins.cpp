@@ -28,6 +28,10 @@ BertSplitWriter::BertSplitWriter(const SplitOutput& split, const LengthBins& bin
                                  const BertShardFillerOptions& filler, MakeShardsStats& stats)
     : split_(split), bins_(bins), filler_options_(filler), stats_(stats) {
   bins_.check();
+  if (filler_options_.max_pack > 0) {
+    if (bins_.binned()) throw Error("internal: packed rows in length bins (BertStageOptions::check refuses them)");
+    split_.manifest.extra["max_pack"] = filler_options_.max_pack;  // absent unpacked: those manifests stay as they were
+  }
   if (!bins_.binned()) return;
   // Until finish(), the split's manifest says the bins are not all written: a reader of an
   // interrupted run sees complete = false, never an earlier run's list.
@@ -69,6 +73,11 @@ void BertSplitWriter::begin_bin(int bin, uint64_t records) {
 void BertSplitWriter::add(const SpillRecord& record) {
   if (!filler_) throw Error(cat("internal: an instance for bin ", bin_, ", which was begun with no records"));
   filler_->add(record);
+}
+
+void BertSplitWriter::add_pack(std::span<const SpillRecord> pack) {
+  if (!filler_) throw Error("internal: a packed row before the split was begun");
+  filler_->add_pack(pack);
 }
 
 void BertSplitWriter::end_bin() {

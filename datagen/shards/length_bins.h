@@ -8,10 +8,12 @@
 // its own manifest in <split>/bin-NN/ (h5py, NVIDIA's reader and `shard-tool verify` read it as
 // any other), and the split's manifest.json has format "bert-hdf5-binned" and lists the bins:
 // extra.bin_size and extra.bins = [{dir, bin, max_length, records, shards}]. Without --bin-size
-// nothing changes: one series in the split's directory.
+// nothing changes: one series in the split's directory (packed rows, --pack, are written there
+// too, its manifest saying extra.max_pack).
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,7 @@ class BertSplitWriter {
   // The next `records` instances given to add() are bin `bin`'s.
   void begin_bin(int bin, uint64_t records);
   void add(const SpillRecord& record);
+  void add_pack(std::span<const SpillRecord> pack);  // packed shards (filler max_pack > 0): one row
   void end_bin();
   // The split's manifest, complete, with the run's statistics.
   void finish(const nlohmann::json& stats);

@@ -18,6 +18,9 @@ namespace pretrain {
 
 namespace {
 
+// Instances per packed row; 0: not packed.
+int max_pack(const MakeShardsOptions& o) { return o.pack ? o.max_pack.value_or(MakeShardsOptions::kDefaultMaxPack) : 0; }
+
 BertMaskVocab mask_vocab_of(const Tokenizer& tok) {
   std::vector<std::string> entries(size_t(tok.vocab_size()));
   for (TokenId32 id = 0; id < tok.vocab_size(); ++id) entries[size_t(id)] = tok.id_to_token(id);
@@ -45,6 +48,7 @@ nlohmann::json run_key(const MakeShardsOptions& o, const nlohmann::json& store_k
 nlohmann::json split_key(const MakeShardsOptions& o, const nlohmann::json& store_key, bool valid) {
   nlohmann::json key = run_key(o, store_key, valid);
   if (o.bin_size > 0) key["bin_size"] = o.bin_size;  // absent without bins: unbinned keys stay as they were
+  if (o.pack) key["pack"] = true, key["max_pack"] = max_pack(o);  // likewise absent unpacked
   return key;
 }
 
@@ -83,7 +87,8 @@ BertStageOptions bert_stage_options(const MakeShardsOptions& o) {
           .dupe_factor = o.dupe_factor,
           .seed = o.seed,
           .compression_level = o.compression_level,
-          .bin_size = o.bin_size};
+          .bin_size = o.bin_size,
+          .max_pack = max_pack(o)};
 }
 
 BertCounterOptions bert_counter_options(const MakeShardsOptions& o, bool valid) {
@@ -103,6 +108,11 @@ void check_options(const MakeShardsOptions& o) {
   if (o.dupe_factor < 1) throw UsageError("--dupe-factor must be at least 1");  // gpt too, as it always was
   if (o.bin_size != 0 && o.model != ModelKind::bert)
     throw UsageError("--bin-size bins BERT instances by length; GPT samples are all --seq-len long");
+  if (o.max_pack && !o.pack) throw UsageError("--max-pack sets how many instances --pack puts in a row: add --pack");
+  if (o.pack && o.model != ModelKind::bert)
+    throw UsageError("--pack packs BERT instances into rows; GPT samples are all --seq-len long already");
+  if (o.pack && (max_pack(o) < 1 || max_pack(o) > 127))
+    throw UsageError(cat("--max-pack must be in [1, 127] (sequence_ids is int8), not ", max_pack(o)));
   if (o.model == ModelKind::bert) {
     if (o.rng == ShardRng::python)
       bert_stage_options(o).check();

@@ -10,8 +10,8 @@
 //      committed one by one, the manifest rewritten after each (complete=false), so --resume
 //      skips the ones written):
 //      bert: bert_counter_shards.h (instances per (document, pass) in parallel from counter-based
-//            RNG streams → spill buckets → each shuffled → bert_shard_filler.h → NVIDIA-layout
-//            HDF5), or bert_python_shards.h (--rng python: NVIDIA's create_pretraining_data.py
+//            RNG streams → spill buckets → each shuffled [→ packed, --pack] → bert_shard_filler.h →
+//            NVIDIA-layout HDF5), or bert_python_shards.h (--rng python: NVIDIA's create_pretraining_data.py
 //            exactly, sequential, the corpus in memory);
 //      gpt:  gpt_shards.h: each document's tokens then EOD, documents shuffled with the seed,
 //            into Megatron .bin/.idx or llm.c token files.
@@ -22,6 +22,7 @@
 // never on --threads.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ struct MakeShardsOptions {
   ShardRng rng = ShardRng::counter;
   int num_shards = 1;          // per split; with bin_size, per bin (at most one per record)
   int bin_size = 0;            // BERT: LDDL's length bins (length_bins.h); 0: none
+  bool pack = false;           // BERT: several instances per row (packing.h; not with bin_size)
+  std::optional<int> max_pack;  // --max-pack: instances per packed row (only with pack); kDefaultMaxPack
+  static constexpr int kDefaultMaxPack = 3;
   double valid_fraction = 0;  // share of documents held out into <output>/valid/
   std::string lang = "en";    // sentence splitting of document-shard inputs
   GptFormat gpt_format = GptFormat::megatron;

@@ -35,7 +35,15 @@ nlohmann::json MakeShardsStats::to_json(int seq_len) const {
     j["nsp_coin_random_share"] = share(random_next - forced_random_next, all - forced_random_next);
     j["short_target_share"] = share(short_document_passes, document_passes);
     j["short_target_instance_share"] = share(short_target_instances, all);
-    j["padding_share"] = 1.0 - share(instance_tokens, all * uint64_t(seq_len));
+    // The rows a trainer computes: one per instance, or per pack with --pack.
+    const uint64_t rows = packed_rows + valid_packed_rows > 0 ? packed_rows + valid_packed_rows : all;
+    j["padding_share"] = 1.0 - share(instance_tokens, rows * uint64_t(seq_len));
+    if (packed_rows + valid_packed_rows > 0) {
+      j["packed_rows"] = packed_rows;
+      j["valid_packed_rows"] = valid_packed_rows;
+      j["instances_per_row"] = share(all, rows);
+      j["tokens_per_real_token"] = share(rows * uint64_t(seq_len), instance_tokens);
+    }
     j["length_histogram"] = {{"bin_width", std::max(1, seq_len / 16)}, {"counts", length_histogram}};
   }
   return j;

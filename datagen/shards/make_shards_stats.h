@@ -13,6 +13,7 @@ struct MakeShardsStats {
   uint64_t documents = 0, sentences = 0, tokens = 0;  // the tokenized corpus
   uint64_t train_documents = 0, valid_documents = 0;
   uint64_t instances = 0, valid_instances = 0;        // bert: instances; gpt: sequences (documents)
+  uint64_t packed_rows = 0, valid_packed_rows = 0;    // bert --pack: the shards' records (rows of instances)
   uint64_t instance_tokens = 0;                       // bert: non-padding tokens; gpt: tokens written
   uint64_t predictions = 0, masked_as_mask = 0, masked_kept = 0, masked_random = 0;
   uint64_t random_next = 0, forced_random_next = 0;  // B random; random because the chunk had one sentence

@@ -9,5 +9,6 @@ inline constexpr uint64_t kValidStream = ~uint64_t{0} - 1;    // document → tr
 inline constexpr uint64_t kBucketStream = ~uint64_t{0} - 2;   // bert: instance → spill bucket
 inline constexpr uint64_t kShuffleStream = ~uint64_t{0} - 3;  // bert: bucket → shuffled order (valid: one less)
 inline constexpr uint64_t kOrderStream = ~uint64_t{0} - 4;    // gpt: document order
+inline constexpr uint64_t kPackStream = ~uint64_t{0} - 5;     // bert --pack: packs → shuffled order (valid: one less)
 
 }  // namespace pretrain

@@ -9,8 +9,9 @@ input_mask), and counts the tokens a trainer computes per real token:
     sequence; each sequence computes seq_len tokens.
 This is the reference the binning and packing of make-pretraining-shards (issue 17) are held to.
 With --made-binned DIR (make-pretraining-shards --bin-size output of the same instances), the
-bins' own shards are counted too and set beside the reference's figure for that bin size.
-  padding.py SHARD_DIR_OR_FILE... [--bin-size 64 [32 ...]] [--max-pack 3] [--made-binned DIR]
+bins' own shards are counted too and set beside the reference's figure for that bin size; with
+--made-packed DIR (make-pretraining-shards --pack), its packed rows beside the reference's packing.
+  padding.py SHARD_DIR_OR_FILE... [--bin-size 64 [32 ...]] [--max-pack 3] [--made-binned DIR] [--made-packed DIR]
 """
 import argparse
 import glob
@@ -83,6 +84,7 @@ def main():
     ap.add_argument("--max-pack", type=int, default=3)
     ap.add_argument("--label", default="")
     ap.add_argument("--made-binned", default="", help="make-pretraining-shards --bin-size output of the same run")
+    ap.add_argument("--made-packed", default="", help="make-pretraining-shards --pack output of the same run")
     a = ap.parse_args()
     lengths, seq_len, files = lengths_of(a.shards)
     real = int(lengths.sum())
@@ -103,6 +105,8 @@ def main():
         print(f"RESULT {seq_len} {tag} {computed / real:.4f}")
     if a.made_binned:
         made_binned(a.made_binned, rows, real)
+    if a.made_packed:
+        made_packed(a.made_packed, rows, real)
 
 
 def made_binned(out, rows, reference_real):
@@ -123,6 +127,24 @@ def made_binned(out, rows, reference_real):
     print("|---|---:|---:|")
     print(f"| {ours:.3f} per real token | {reference:.3f} | {ours / reference:.3f} |")
     print(f"RESULT {m['seq_len']} made_bin{m['extra']['bin_size']} {ours:.4f}")
+
+
+def made_packed(out, rows, reference_real):
+    """The packed shards make-pretraining-shards wrote: every row computes seq_len tokens; the real
+    ones are the input_mask (1 on every instance's tokens), which must be the unpacked run's."""
+    import json
+    m = json.load(open(os.path.join(out, "manifest.json")))
+    lengths, seq_len, _ = lengths_of([out])
+    real = int(lengths.sum())
+    if real != reference_real:
+        raise SystemExit(f"{out}: {real} real tokens, the unpacked shards {reference_real}: not the same instances")
+    ours = len(lengths) * seq_len / real
+    k = m["extra"]["max_pack"]
+    reference = dict((tag, c / reference_real) for tag, _, _, c in rows)[f"packed{k}"]
+    print(f"| make-pretraining-shards --pack --max-pack {k} (ours, from its {len(lengths):,} rows) | reference | ratio |")
+    print("|---|---:|---:|")
+    print(f"| {ours:.3f} per real token | {reference:.3f} | {ours / reference:.3f} |")
+    print(f"RESULT {seq_len} made_packed{k} {ours:.4f}")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@
 # issue 17). Makes shards from the enwiki excerpt's wikiextractor documents with
 # make-pretraining-shards (Google's algorithm, dupe 1) at each --seq-lens and counts the tokens a
 # trainer computes per real token: unbinned, --bin-size 64 and 32, packed (≤ --max-pack); then the
-# same run with make-pretraining-shards --bin-size 64 for real, its shards counted beside the
-# reference's figure.
+# same run with make-pretraining-shards --bin-size 64 and --pack --max-pack N for real, their
+# shards counted beside the reference's figures (--made-binned, --made-packed).
 #   scripts/bench/padding.sh [--seq-lens "128 512"] [--max-pack 3] [--dupe 1]
 
 # shellcheck source=scripts/bench/lib.sh
@@ -24,6 +24,9 @@ for s in $seq_lens; do
   build/datagen/make-pretraining-shards -q --model bert -i "$enwiki_jsonl" --tokenizer "$vocab" \
     -o "$bench_tmp/b$s" --seq-len "$s" --max-predictions $(((s * 15 + 50) / 100)) --dupe-factor "$dupe" \
     --bin-size 64 >/dev/null
+  build/datagen/make-pretraining-shards -q --model bert -i "$enwiki_jsonl" --tokenizer "$vocab" \
+    -o "$bench_tmp/p$s" --seq-len "$s" --max-predictions $(((s * 15 + 50) / 100)) --dupe-factor "$dupe" \
+    --pack --max-pack "$max_pack" >/dev/null
   .venv/bin/python scripts/bench/padding.py "$bench_tmp/s$s" --max-pack "$max_pack" --bin-size 64 32 \
-    --label "enwiki excerpt, seq $s, dupe $dupe" --made-binned "$bench_tmp/b$s"
+    --label "enwiki excerpt, seq $s, dupe $dupe" --made-binned "$bench_tmp/b$s" --made-packed "$bench_tmp/p$s"
 done

@@ -1,5 +1,6 @@
 """BERT HDF5 shards against h5py: h5py reads what our writer wrote (names, dtypes, shapes, gzip,
-every value), and our reader gets from NVIDIA's real files exactly what h5py gets."""
+every value), a packed shard's ten datasets and its rows' invariants, and our reader gets from
+NVIDIA's real files exactly what h5py gets."""
 import json
 import os
 import sys
@@ -91,11 +92,74 @@ def check_file_through_our_reader(helper, path):
     return first
 
 
+PACKED_DTYPES = {"position_ids": "<i4", "sequence_ids": "|i1", "next_sentence_positions": "<i4",
+                 "packed_next_sentence_labels": "|i1"}
+
+
+def check_packed_shard_in_h5py(tmp):
+    """make-pretraining-shards --pack on a toy corpus: h5py finds NVIDIA's six datasets and the four
+    packed ones with their dtypes and shapes, and every row keeps the invariants of bert_hdf5.h."""
+    words = ["the", "ship", "light", "tower", "sea", "stone", "bread", "lamp", "island", "storm"]
+    vocab = os.path.join(tmp, "vocab.txt")
+    with open(vocab, "w") as f:
+        f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."] + words) + "\n")
+    rng = np.random.default_rng(5)
+    corpus = os.path.join(tmp, "corpus.txt")
+    with open(corpus, "w") as f:
+        for _ in range(80):
+            for _ in range(rng.integers(1, 6)):
+                f.write(" ".join(rng.choice(words, rng.integers(3, 10))) + " .\n")
+            f.write("\n")
+    seq, max_pred, max_pack = 64, 10, 3
+    out = os.path.join(tmp, "packed")
+    run(tool("make-pretraining-shards"), "-q", "-i", corpus, "--tokenizer", vocab, "-o", out, "--seq-len", seq,
+        "--max-predictions", max_pred, "--dupe-factor", 2, "--pack", "--max-pack", max_pack)
+    manifest = json.load(open(os.path.join(out, "manifest.json")))
+    assert manifest["extra"]["max_pack"] == max_pack, manifest["extra"]
+    rows = instances = 0
+    for shard in manifest["shards"]:
+        with h5py.File(os.path.join(out, shard["file"]), "r") as f:
+            assert list(f.keys()) == sorted(NAMES + list(PACKED_DTYPES)), list(f.keys())
+            n = f["input_ids"].shape[0]
+            shapes = {"input_ids": (n, seq), "input_mask": (n, seq), "segment_ids": (n, seq),
+                      "masked_lm_positions": (n, max_pred), "masked_lm_ids": (n, max_pred),
+                      "next_sentence_labels": (n,), "position_ids": (n, seq), "sequence_ids": (n, seq),
+                      "next_sentence_positions": (n, max_pack), "packed_next_sentence_labels": (n, max_pack)}
+            for name, dtype in {**DTYPES, **PACKED_DTYPES}.items():
+                assert f[name].dtype.str == dtype and f[name].shape == shapes[name], (name, f[name].dtype, f[name].shape)
+                assert f[name].compression == "gzip", name
+            d = {name: f[name][...] for name in shapes}
+        rows += n
+        for i in range(n):
+            sid, pos = d["sequence_ids"][i].astype(int), d["position_ids"][i]
+            k = int(sid.max())
+            used = int((sid > 0).sum())
+            assert 1 <= k <= max_pack, (i, k)
+            assert (sid[:used] > 0).all() and (sid[used:] == 0).all(), f"row {i}: instances then padding"
+            assert (np.diff(sid[:used]) >= 0).all() and set(sid[:used]) == set(range(1, k + 1)), f"row {i}: runs 1..k"
+            assert (d["input_mask"][i] == (sid > 0)).all(), f"row {i}: input_mask is the instances' tokens"
+            starts = np.searchsorted(sid[:used], np.arange(1, k + 1))
+            assert (d["next_sentence_positions"][i][:k] == starts).all() and (d["next_sentence_positions"][i][k:] == 0).all()
+            assert (pos[:used] == np.arange(used) - starts[sid[:used] - 1]).all() and (pos[used:] == 0).all(), i
+            labels = d["packed_next_sentence_labels"][i]
+            assert np.isin(labels[:k], [0, 1]).all() and (labels[k:] == -1).all(), (i, labels)
+            assert d["next_sentence_labels"][i] == labels[0], i
+            assert d["input_ids"][i][starts].tolist() == [2] * k, f"row {i}: each instance starts with [CLS]"
+            mp = d["masked_lm_positions"][i]
+            real = mp[mp > 0]
+            assert (np.diff(real) > 0).all() and (mp[len(real):] == 0).all(), f"row {i}: ascending, then 0"
+            assert (sid[real] > 0).all() and not np.isin(real, starts).any(), f"row {i}: inside instances, not on [CLS]"
+            instances += k
+    assert rows < instances, (rows, instances)
+    print(f"h5py reads our packed shards: {instances} instances in {rows} rows, ten datasets, invariants hold")
+
+
 def main():
     helper = tool("bert_shard_dump")
     with tempdir() as tmp:
         check_our_file_in_h5py(helper, tmp)
         check_h5py_file_with_user_block(helper, tmp)
+        check_packed_shard_in_h5py(tmp)
     data = shared_data()
     golden = [os.path.join(data, "golden", f"nvidia-{name}-s128.hdf5") for name in ("bert-sample", "botchan")] if data else []
     golden = [p for p in golden if os.path.exists(p)]

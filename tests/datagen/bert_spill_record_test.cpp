@@ -1,11 +1,13 @@
 // BERT instances as spill records: a record read in place gives the instance's row exactly as
 // BertInstance::write_row writes it (tokens, mask, segments, predictions, NSP label, padding) and
-// its flags; records are 4-byte aligned; a truncated or inconsistent record is an error naming
+// its flags; a packed row holds several at their offsets; records are 4-byte aligned; a truncated or inconsistent record is an error naming
 // the file and offset.
 #include "datagen/shards/bert_spill_record.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <span>
 #include <string>
 
 #include "common/error.h"
@@ -56,6 +58,48 @@ TEST(BertSpillRecord, ARecordGivesTheInstancesRowAndFlags) {
     EXPECT_EQ(ours.masked_lm_ids, theirs.masked_lm_ids);
     EXPECT_EQ(ours.next_sentence_labels, theirs.next_sentence_labels);
   }
+}
+
+// A packed row: each instance as write_row writes it, shifted to its offset (predictions too),
+// the packed fields filled and padded, over whatever the row held before.
+TEST(BertSpillRecord, APackedRowHoldsEachInstanceAtItsOffset) {
+  const BertInstance first = instance(2, true), second = instance(1, false);
+  std::string bytes;
+  append_spill_record(first, bytes);
+  const size_t at = bytes.size();
+  append_spill_record(second, bytes);
+  const SpillRecord records[] = {SpillRecord(bytes.data(), bytes.size(), "b", 0),
+                                 SpillRecord(bytes.data() + at, bytes.size() - at, "b", at)};
+  BertBatch batch(2, 20, 5, 3);
+  std::fill(batch.input_ids.begin(), batch.input_ids.end(), 99);  // stale values must not survive
+  std::fill(batch.sequence_ids.begin(), batch.sequence_ids.end(), int8_t{7});
+  std::fill(batch.masked_lm_positions.begin(), batch.masked_lm_positions.end(), 9);
+  SpillRecord::write_packed_row(records, batch, 1);
+  const BertRecord row = batch.record(1);
+  std::vector<int32_t> ids = first.tokens;
+  ids.insert(ids.end(), second.tokens.begin(), second.tokens.end());
+  ids.resize(20, 0);
+  EXPECT_EQ(row.input_ids, ids);
+  EXPECT_EQ(row.segment_ids, (std::vector<int32_t>{0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0}));
+  EXPECT_EQ(row.input_mask, (std::vector<int32_t>{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}));
+  EXPECT_EQ(row.sequence_ids, (std::vector<int32_t>{1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0}));
+  EXPECT_EQ(row.position_ids, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0}));
+  EXPECT_EQ(row.masked_lm_positions, (std::vector<int32_t>{1, 2, 9, 0, 0}));
+  EXPECT_EQ(row.masked_lm_ids, (std::vector<int32_t>{10, 11, 10, 0, 0}));
+  EXPECT_EQ(row.next_sentence_positions, (std::vector<int32_t>{0, 8, 0}));
+  EXPECT_EQ(row.packed_next_sentence_labels, (std::vector<int32_t>{1, 0, -1}));
+  EXPECT_EQ(row.next_sentence_label, 1);
+  EXPECT_EQ(packed_row_problem(batch, 1), "");
+  // One instance alone is write_row's row in NVIDIA's six datasets.
+  BertBatch alone(1, 20, 5, 3), plain(1, 20, 5);
+  SpillRecord::write_packed_row(std::span(records, 1), alone, 0);
+  records[0].write_row(plain, 0);
+  EXPECT_EQ(alone.input_ids, plain.input_ids);
+  EXPECT_EQ(alone.segment_ids, plain.segment_ids);
+  EXPECT_EQ(alone.masked_lm_positions, plain.masked_lm_positions);
+  EXPECT_EQ(alone.next_sentence_labels, plain.next_sentence_labels);
+  BertBatch narrow(1, 12, 5, 3);  // 16 tokens do not fit 12
+  EXPECT_THROW(SpillRecord::write_packed_row(records, narrow, 0), Error);
 }
 
 TEST(BertSpillRecord, ATruncatedOrInconsistentRecordNamesTheFileAndOffset) {

@@ -384,7 +384,7 @@ TEST_F(MakeShards, ResumeRewritesAGptShardWhoseIndexIsDamaged) {
 }
 
 TEST_F(MakeShards, OutputIsByteIdenticalAtOneAndTwoThreads) {
-  for (const std::string kind : {"bert", "gpt", "bert-binned"}) {
+  for (const std::string kind : {"bert", "gpt", "bert-binned", "bert-packed"}) {
     std::vector<std::map<std::string, std::string>> outs;
     for (int threads : {1, 2}) {
       tbb::global_control cap(tbb::global_control::max_allowed_parallelism, size_t(threads));
@@ -392,6 +392,7 @@ TEST_F(MakeShards, OutputIsByteIdenticalAtOneAndTwoThreads) {
       MakeShardsOptions o = bert_options(corpus, out);
       o.model = kind == "gpt" ? ModelKind::gpt : ModelKind::bert;
       o.bin_size = kind == "bert-binned" ? 8 : 0;
+      o.pack = kind == "bert-packed";
       o.valid_fraction = 0.2;
       o.store_resident_budget = 1;  // the token store read through windows past its budget
       run_make_shards(o);
@@ -470,6 +471,83 @@ TEST_F(MakeShards, BinnedShardsHoldTheSameRecordsEachInItsBin) {
   }
 }
 
+// The instances of a packed shard set: each row cut back into its instances by sequence_ids and
+// next_sentence_positions, in bert_records' text, so a packed run compares with an unpacked one;
+// every row must be a well-formed packed row.
+std::vector<std::string> unpacked_records(const std::string& dir, uint64_t* rows = nullptr) {
+  const Manifest m = Manifest::read(path_join(dir, kManifestName));
+  std::vector<std::string> out;
+  for (const ShardEntry& e : m.shards) {
+    BertShardReader reader(path_join(dir, e.file));
+    EXPECT_EQ(reader.max_pack(), m.extra.at("max_pack").get<int64_t>());
+    BertBatch batch;
+    reader.read_range(0, reader.size(), batch);
+    if (rows) *rows += uint64_t(batch.size);
+    for (int64_t r = 0; r < batch.size; ++r) {
+      EXPECT_EQ(packed_row_problem(batch, r), "") << e.file << " record " << r;
+      const BertRecord row = batch.record(r);
+      for (size_t k = 0; k < row.next_sentence_positions.size() && row.packed_next_sentence_labels[k] >= 0; ++k) {
+        const int32_t start = row.next_sentence_positions[k];
+        size_t n = 0;
+        std::string text;
+        for (size_t j = size_t(start); j < row.sequence_ids.size() && row.sequence_ids[j] == int32_t(k + 1); ++j, ++n)
+          text += cat(row.input_ids[j], "/", row.segment_ids[j], " ");
+        size_t predictions = 0;
+        for (size_t p = 0; p < row.masked_lm_positions.size(); ++p) {
+          const int32_t at = row.masked_lm_positions[p];
+          if (at == 0 || row.sequence_ids[size_t(at)] != int32_t(k + 1)) continue;
+          text += cat(at - start, ":", row.masked_lm_ids[p], " ");
+          ++predictions;
+        }
+        for (size_t p = predictions; p < size_t(batch.max_predictions); ++p) text += "0:0 ";  // unpacked padding
+        out.push_back(cat(text, "nsp ", row.packed_next_sentence_labels[k], " length ", n));
+      }
+    }
+  }
+  return out;
+}
+
+TEST_F(MakeShards, PackedShardsHoldTheSameInstancesAsUnpacked) {
+  for (ShardRng rng : {ShardRng::counter, ShardRng::python}) {
+    const std::string tag = rng == ShardRng::python ? "python" : "counter";
+    MakeShardsOptions o = bert_options(corpus, dir.file("plain-" + tag));
+    o.rng = rng;
+    o.valid_fraction = rng == ShardRng::python ? 0 : 0.2;
+    o.bert.seq_len = 64, o.bert.max_predictions = 10;  // rows longer than the test's documents hold several
+    const MakeShardsStats plain_stats = run_make_shards(o);
+    o.output_dir = dir.file("packed-" + tag);
+    o.pack = true;
+    const MakeShardsStats stats = run_make_shards(o);
+    uint64_t rows = 0, instances = 0;
+    for (const std::string split : {"", "valid"}) {
+      if (rng == ShardRng::python && !split.empty()) continue;
+      std::vector<std::string> plain;
+      for (const StoredRecord& r : bert_records(path_join(dir.file("plain-" + tag), split))) plain.push_back(r.record);
+      std::vector<std::string> packed = unpacked_records(path_join(o.output_dir, split), &rows);
+      ASSERT_FALSE(plain.empty());
+      std::sort(plain.begin(), plain.end());
+      std::sort(packed.begin(), packed.end());
+      ASSERT_EQ(plain.size(), packed.size()) << tag << " " << split;
+      for (size_t i = 0; i < plain.size(); ++i) ASSERT_EQ(plain[i], packed[i]) << tag << " " << split;
+      instances += packed.size();
+      const Manifest m = Manifest::read(path_join(path_join(o.output_dir, split), kManifestName));
+      EXPECT_EQ(m.extra.at("max_pack"), 3);
+      EXPECT_EQ(m.extra.at("key").at("max_pack"), 3);
+      const Manifest unpacked = Manifest::read(path_join(path_join(dir.file("plain-" + tag), split), kManifestName));
+      EXPECT_FALSE(unpacked.extra.contains("max_pack"));
+      EXPECT_FALSE(unpacked.extra.at("key").contains("pack"));
+    }
+    EXPECT_LT(rows, instances * 8 / 10) << tag << ": rows should hold several instances";
+    EXPECT_EQ(stats.packed_rows + stats.valid_packed_rows, rows);
+    EXPECT_EQ(stats.instances, plain_stats.instances);
+    EXPECT_EQ(stats.valid_instances, plain_stats.valid_instances);
+    EXPECT_EQ(stats.instance_tokens, plain_stats.instance_tokens);
+    const nlohmann::json j = stats.to_json(o.bert.seq_len);
+    EXPECT_DOUBLE_EQ(j.at("tokens_per_real_token").get<double>(), double(rows * 64) / double(stats.instance_tokens));
+    EXPECT_FALSE(plain_stats.to_json(o.bert.seq_len).contains("tokens_per_real_token"));
+  }
+}
+
 TEST_F(MakeShards, BinnedRunResumesToTheSameOutput) {
   MakeShardsOptions o = bert_options(corpus, dir.file("whole"));
   o.bin_size = 8;
@@ -507,6 +585,11 @@ TEST_F(MakeShards, BadOptionsAreRefusedBeforeAnythingIsWritten) {
       {[](MakeShardsOptions& o) { o.bin_size = 7; }, "--bin-size 7 must divide --seq-len 32"},
       {[](MakeShardsOptions& o) { o.bin_size = 4; }, "--bin-size"},
       {[](MakeShardsOptions& o) { o.model = ModelKind::gpt; o.bin_size = 8; }, "--bin-size"},
+      {[](MakeShardsOptions& o) { o.pack = true, o.bin_size = 8; }, "--pack with --bin-size"},
+      {[](MakeShardsOptions& o) { o.pack = true, o.model = ModelKind::gpt; }, "--pack"},
+      {[](MakeShardsOptions& o) { o.max_pack = 2; }, "--max-pack"},
+      {[](MakeShardsOptions& o) { o.pack = true, o.max_pack = 0; }, "--max-pack must be in [1, 127]"},
+      {[](MakeShardsOptions& o) { o.pack = true, o.max_pack = 128; }, "--max-pack must be in [1, 127]"},
   };
   const std::string out = dir.file("refused");
   for (const Case& c : cases) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # shard-tool end to end: exit codes, import-docs -> verify -> corrupt -> verify fails naming the
-# file, llm.c <-> Megatron conversion round trip, inspect of every kind, clear errors on bad files.
+# file, llm.c <-> Megatron conversion round trip, inspect of every kind, clear errors on bad files,
+# packed BERT shards verified row by row.
 set -euo pipefail
 tool=${PRETRAIN_BUILD_DIR:?}/formats/shard-tool
 src=${PRETRAIN_SOURCE_DIR:?}
@@ -71,5 +72,33 @@ grep -q "cut-llmc.bin" "$work/err" || fail "truncated llm.c error does not name 
 expect_rc 1 "$tool" convert --to megatron "$work/cut-llmc.bin" "$work/never"
 [[ ! -e $work/never.bin && ! -e $work/never.idx ]] || fail "a failed convert left output files"
 ! ls "$work" | grep -q '\.tmp-' || fail "temp files left behind: $(ls "$work")"
+
+# Packed BERT shards (make-pretraining-shards --pack): verify checks every row and passes them;
+# a corrupted shard fails naming it. (A row made inconsistent under matching checksums:
+# tests/formats/shard_tool_test.cpp.)
+make_shards=${PRETRAIN_BUILD_DIR}/datagen/make-pretraining-shards
+printf '%s\n' '[PAD]' '[UNK]' '[CLS]' '[SEP]' '[MASK]' . the ship light tower sea stone bread lamp >"$work/vocab.txt"
+/usr/bin/python3 - "$work/corpus.txt" <<'PY'
+import random, sys
+rng = random.Random(3)
+words = "the ship light tower sea stone bread lamp".split()
+with open(sys.argv[1], "w") as f:
+    for d in range(60):
+        for s in range(rng.randrange(1, 6)):
+            f.write(" ".join(rng.choice(words) for _ in range(rng.randrange(3, 10))) + " .\n")
+        f.write("\n")
+PY
+expect_rc 0 "$make_shards" -q -i "$work/corpus.txt" --tokenizer "$work/vocab.txt" -o "$work/packed" --seq-len 64 \
+  --max-predictions 10 --dupe-factor 2 --pack --max-pack 3
+expect_rc 0 "$tool" verify "$work/packed"
+grep -q "packed rows (up to 3 instances) consistent" "$work/out" || fail "verify does not check packed rows: $(cat "$work/out")"
+expect_rc 0 "$tool" inspect -n 1 "$work/packed/train-00000.hdf5"
+grep -q "sequence_ids: dtype=|i1" "$work/out" || fail "inspect does not show sequence_ids: $(cat "$work/out")"
+expect_rc 2 "$make_shards" -q -i "$work/corpus.txt" --tokenizer "$work/vocab.txt" -o "$work/refused" --max-pack 2
+grep -q -- "--max-pack" "$work/err" || fail "--max-pack without --pack is not refused by name: $(cat "$work/err")"
+size=$(stat -c %s "$work/packed/train-00000.hdf5")
+printf '\xff\xff\xff\xff' | dd of="$work/packed/train-00000.hdf5" bs=1 seek=$((size - 64)) conv=notrunc status=none
+expect_rc 1 "$tool" verify "$work/packed"
+grep -q "BAD .*train-00000.hdf5" "$work/out" || fail "verify does not name the corrupted packed shard: $(cat "$work/out")"
 
 echo "1 passed, 0 failed"

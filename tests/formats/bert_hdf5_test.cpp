@@ -89,12 +89,15 @@ std::vector<BertRecord> write_random(const std::string& path, int64_t n, int64_t
   return records;
 }
 
-void expect_reads_back(const std::string& path, const std::vector<BertRecord>& records, int64_t seq, int64_t max_pred) {
+void expect_reads_back(const std::string& path, const std::vector<BertRecord>& records, int64_t seq, int64_t max_pred,
+                       int64_t max_pack = 0) {
   for (auto read_path : {BertReadPath::automatic, BertReadPath::hyperslab}) {
     BertShardReader reader(path, read_path);
     ASSERT_EQ(reader.size(), static_cast<int64_t>(records.size()));
     EXPECT_EQ(reader.seq_len(), seq);
     EXPECT_EQ(reader.max_predictions(), max_pred);
+    EXPECT_EQ(reader.max_pack(), max_pack);
+    EXPECT_EQ(reader.raw_chunk_path(), read_path == BertReadPath::automatic);
     for (size_t i = 0; i < records.size(); ++i)
       testing::expect_same_record(reader.read(static_cast<int64_t>(i)), records[i], static_cast<int64_t>(i));
     // Ranges of every length from every start cover chunk boundaries from both sides.
@@ -189,7 +192,7 @@ void expect_error(const std::function<void()>& f, const std::vector<std::string>
     f();
     ADD_FAILURE() << "no error; expected one mentioning " << parts.front();
   } catch (const Error& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
   }
 }
 
@@ -295,6 +298,183 @@ TEST(BertHdf5, ReadsOtherIntegerWidthsAndLayoutsThroughHdf5) {
   sets[3].values[4] = 6;  // position == seq_len
   write_foreign(path, sets);
   expect_error([&] { BertShardReader(path).read(1); }, {path, "record 1", "masked_lm_positions[1] = 6"});
+}
+
+// A packed row of 1..max_pack random instances (the layout of bert_hdf5.h), fields as long as
+// the row's tokens (the writer pads).
+BertRecord random_packed_record(std::mt19937& rng, int64_t seq, int64_t max_pred, int64_t max_pack) {
+  BertRecord row;
+  const int64_t k = std::uniform_int_distribution<int64_t>(1, std::min(max_pack, seq / 2))(rng);
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t room = seq - static_cast<int64_t>(row.input_ids.size()) - 2 * (k - j - 1);
+    const int64_t preds_room = max_pred - static_cast<int64_t>(row.masked_lm_positions.size());
+    BertRecord one = random_record(rng, std::min<int64_t>(room, 2 + static_cast<int64_t>(rng() % 9)), preds_room);
+    const auto offset = static_cast<int32_t>(row.input_ids.size());
+    row.next_sentence_positions.push_back(offset);
+    row.packed_next_sentence_labels.push_back(one.next_sentence_label);
+    if (j == 0) row.next_sentence_label = one.next_sentence_label;
+    for (size_t t = 0; t < one.input_ids.size(); ++t) {
+      row.input_ids.push_back(one.input_ids[t]);
+      row.input_mask.push_back(1);
+      row.segment_ids.push_back(one.segment_ids[t]);
+      row.position_ids.push_back(static_cast<int32_t>(t));
+      row.sequence_ids.push_back(static_cast<int32_t>(j + 1));
+    }
+    for (size_t p = 0; p < one.masked_lm_positions.size(); ++p) {
+      row.masked_lm_positions.push_back(offset + one.masked_lm_positions[p]);
+      row.masked_lm_ids.push_back(one.masked_lm_ids[p]);
+    }
+  }
+  return row;
+}
+
+BertRecord padded_packed(BertRecord r, int64_t seq, int64_t max_pred, int64_t max_pack) {
+  r = padded(std::move(r), seq, max_pred);
+  for (auto* v : {&r.position_ids, &r.sequence_ids}) v->resize(static_cast<size_t>(seq), 0);
+  r.next_sentence_positions.resize(static_cast<size_t>(max_pack), 0);
+  r.packed_next_sentence_labels.resize(static_cast<size_t>(max_pack), -1);
+  return r;
+}
+
+// Packed rows, one by one and in batches, across chunks: every field back on both read paths,
+// and every row as shard-tool verify wants it.
+TEST(BertHdf5, PackedRoundTripOnBothReadPaths) {
+  TempDir dir;
+  const std::string path = dir.file("packed.hdf5");
+  const int64_t seq = 24, max_pred = 6, max_pack = 3;
+  std::mt19937 rng(11);
+  std::vector<BertRecord> records;
+  BertShardWriter writer(path, seq, max_pred, {.records_per_chunk = 4, .in_flight_chunks = 2, .max_pack = max_pack});
+  while (records.size() < 37) {
+    if (records.size() % 3 != 2) {
+      records.push_back(padded_packed(random_packed_record(rng, seq, max_pred, max_pack), seq, max_pred, max_pack));
+      writer.append(records.back());
+    } else {
+      BertBatch batch(5, seq, max_pred, max_pack);
+      for (int64_t i = 0; i < batch.size; ++i) {
+        records.push_back(padded_packed(random_packed_record(rng, seq, max_pred, max_pack), seq, max_pred, max_pack));
+        batch.set(i, records.back());
+      }
+      writer.append(batch);
+    }
+  }
+  writer.commit();
+  expect_reads_back(path, records, seq, max_pred, max_pack);
+  BertBatch all;
+  BertShardReader(path).read_range(0, static_cast<int64_t>(records.size()), all);
+  for (int64_t i = 0; i < all.size; ++i) EXPECT_EQ(packed_row_problem(all, i), "") << "record " << i;
+  EXPECT_EQ(count_bert_records(path), records.size());
+  std::ostringstream inspect;
+  inspect_bert_shard(path, inspect, 1);
+  EXPECT_NE(inspect.str().find("up to 3 instances per row"), std::string::npos) << inspect.str();
+  EXPECT_NE(inspect.str().find("packed_next_sentence_labels: dtype=|i1 shape=(37, 3)"), std::string::npos)
+      << inspect.str();
+}
+
+TEST(BertHdf5, PackedWriterRejectsValuesOutOfRange) {
+  TempDir dir;
+  const std::string path = dir.file("packed.hdf5");
+  BertShardWriter writer(path, 8, 2, {.max_pack = 2});
+  const BertRecord good{{101, 5, 102, 101, 6, 102}, {1, 1, 1, 1, 1, 1}, {0, 0, 1, 0, 0, 1}, {1, 4}, {7, 8}, 1,
+                        {0, 1, 2, 0, 1, 2}, {1, 1, 1, 2, 2, 2}, {0, 3}, {1, 0}};
+  writer.append(good);
+  auto with = [&](auto change) {
+    BertRecord r = good;
+    change(r);
+    return [&writer, r] { writer.append(r); };
+  };
+  expect_error(with([](BertRecord& r) { r.sequence_ids[3] = 3; }), {path, "record 1", "sequence_ids[3] = 3", "[0, 2]"});
+  expect_error(with([](BertRecord& r) { r.position_ids[1] = 8; }), {path, "position_ids[1] = 8", "[0, 7]"});
+  expect_error(with([](BertRecord& r) { r.next_sentence_positions[1] = -1; }), {path, "next_sentence_positions[1] = -1"});
+  expect_error(with([](BertRecord& r) { r.packed_next_sentence_labels[0] = 2; }),
+               {path, "packed_next_sentence_labels[0] = 2", "[-1, 1]"});
+  expect_error(with([](BertRecord& r) { r.sequence_ids.pop_back(); }), {path, "as long as input_ids"});
+  expect_error(with([](BertRecord& r) { r.next_sentence_positions.push_back(5); }), {path, "max_pack 2"});
+  BertBatch batch(2, 8, 2, 2);
+  batch.sequence_ids[9] = -1;
+  expect_error([&] { writer.append(batch); }, {path, "record 2", "sequence_ids[1] = -1"});
+  expect_error([&] { writer.append(BertBatch(1, 8, 2)); }, {path, "max_pack 0", "expected 2"});
+  EXPECT_EQ(writer.size(), 1);
+  writer.commit();
+  expect_reads_back(path, {padded_packed(good, 8, 2, 2)}, 8, 2, 2);
+  BertShardWriter unpacked(dir.file("plain.hdf5"), 8, 2);
+  expect_error([&] { unpacked.append(good); }, {"plain.hdf5", "record 0", "not packed"});
+  EXPECT_THROW(BertShardWriter(dir.file("x.hdf5"), 8, 2, {.max_pack = 128}), UsageError);
+}
+
+// A file with some of the four packed datasets is neither kind; a wrong shape names the dataset.
+TEST(BertHdf5, PackedDatasetsAllOrNoneWithTheirShapes) {
+  TempDir dir;
+  const std::string path = dir.file("packed.hdf5");
+  auto packed = foreign_layout(4, 6, 3);
+  auto zeros = [](int64_t n) { return std::vector<int64_t>(static_cast<size_t>(n), 0); };
+  packed.push_back({"position_ids", H5T_STD_I32LE, {4, 6}, zeros(24), {}});
+  packed.push_back({"sequence_ids", H5T_STD_I8LE, {4, 6}, std::vector<int64_t>(24, 1), {2, 6}});
+  packed.push_back({"next_sentence_positions", H5T_STD_I32LE, {4, 2}, zeros(8), {}});
+  packed.push_back({"packed_next_sentence_labels", H5T_STD_I8LE, {4, 2}, std::vector<int64_t>(8, -1), {}});
+  write_foreign(path, packed);
+  {
+    BertShardReader reader(path);
+    EXPECT_EQ(reader.max_pack(), 2);
+    BertRecord r = reader.read(3);
+    EXPECT_EQ(r.sequence_ids, std::vector<int32_t>(6, 1));
+    EXPECT_EQ(r.packed_next_sentence_labels, (std::vector<int32_t>{-1, -1}));
+  }
+  for (size_t drop = 6; drop < 10; ++drop) {
+    auto some = packed;
+    const std::string name = some[drop].name;
+    some.erase(some.begin() + static_cast<std::ptrdiff_t>(drop));
+    write_foreign(path, some);
+    expect_error([&] { BertShardReader r(path); }, {path, cat("missing dataset '", name, "'"), "all four"});
+    expect_error([&] { count_bert_records(path); }, {path, name});
+  }
+  auto wrong = packed;
+  wrong[7].dims = {4, 5};
+  wrong[7].values.resize(20);
+  wrong[7].chunk = {};
+  write_foreign(path, wrong);
+  expect_error([&] { BertShardReader r(path); }, {path, "'sequence_ids' has shape [4, 5], expected [4, 6]"});
+  wrong = packed;
+  wrong[9].dims = {4, 3};
+  wrong[9].values.resize(12);
+  write_foreign(path, wrong);
+  expect_error([&] { BertShardReader r(path); },
+               {path, "'packed_next_sentence_labels' has shape [4, 3], expected [4, 2]", "max_pack from next_sentence_positions"});
+  wrong = packed;
+  wrong[6].values[7] = 6;  // position_ids past seq_len
+  write_foreign(path, wrong);
+  expect_error([&] { BertShardReader(path).read(1); }, {path, "record 1", "position_ids[1] = 6"});
+}
+
+// Each broken invariant of a packed row is named.
+TEST(BertHdf5, PackedRowProblemsAreNamed) {
+  const BertRecord good{{101, 5, 102, 101, 6, 102}, {1, 1, 1, 1, 1, 1}, {0, 0, 1, 0, 0, 1}, {1, 4}, {7, 8}, 1,
+                        {0, 1, 2, 0, 1, 2}, {1, 1, 1, 2, 2, 2}, {0, 3}, {1, 0}};
+  auto problem = [&](auto change) {
+    BertRecord r = padded_packed(good, 8, 3, 3);
+    change(r);
+    BertBatch b(1, 8, 3, 3);
+    b.set(0, r);
+    return packed_row_problem(b, 0);
+  };
+  auto names = [](const std::string& problem, const std::string& part) {
+    return problem.find(part) != std::string::npos ? ::testing::AssertionSuccess()
+                                                   : ::testing::AssertionFailure() << "'" << problem << "' lacks '" << part << "'";
+  };
+  EXPECT_EQ(problem([](BertRecord&) {}), "");
+  EXPECT_TRUE(names(problem([](BertRecord& r) { r.sequence_ids[4] = 1; }), "sequence_ids[4] = 1, expected 2"));
+  EXPECT_TRUE(names(problem([](BertRecord& r) { r.sequence_ids[3] = 3; }), "sequence_ids[3] = 3"));
+  EXPECT_TRUE(names(problem([](BertRecord& r) { r.sequence_ids[7] = 2, r.input_mask[7] = 1; }), "after padding"));
+  EXPECT_TRUE(names(problem([](BertRecord& r) { r.input_mask[6] = 1; }), "input_mask[6] = 1"));
+  EXPECT_TRUE(names(problem([](BertRecord& r) { r.position_ids[4] = 2; }), "position_ids[4] = 2, expected 1"));
+  EXPECT_TRUE(names(problem([](BertRecord& r) { r.next_sentence_positions[1] = 2; }), "next_sentence_positions[1] = 2"));
+  EXPECT_TRUE(names(problem([](BertRecord& r) { r.packed_next_sentence_labels[2] = 0; }), "-1 (no instance)"));
+  EXPECT_TRUE(names(problem([](BertRecord& r) { r.packed_next_sentence_labels[1] = -1; }), "0 or 1"));
+  EXPECT_TRUE(names(problem([](BertRecord& r) { r.next_sentence_label = 0; }), "the first instance's 1"));
+  EXPECT_TRUE(names(problem([](BertRecord& r) { r.masked_lm_positions[1] = 3; }), "instance 2's [CLS]"));
+  EXPECT_TRUE(names(problem([](BertRecord& r) { r.masked_lm_positions[1] = 7; }), "is padding"));
+  EXPECT_TRUE(names(problem([](BertRecord& r) { r.masked_lm_positions = {4, 1, 0}; }), "ascending"));
+  EXPECT_TRUE(names(problem([](BertRecord& r) { r.sequence_ids[0] = 0, r.input_mask[0] = 0; }), "starts with its first"));
 }
 
 TEST(BertHdf5, ReaderNamesWhatIsMissingOrInconsistent) {
