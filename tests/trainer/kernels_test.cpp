@@ -346,7 +346,9 @@ TEST(Kernels, RoundingToBf16AndFp16IsNearestEven) {
     if (std::isfinite(x)) xs.push_back(x);
   }
   for (float x : xs) {
+#ifdef __FLT16_MAX__  // the compiler has _Float16 (GCC 12, clang 15 on x86; not clang 14)
     EXPECT_EQ(round_to_fp16(x), float(static_cast<_Float16>(x))) << x;
+#endif
     EXPECT_EQ(round_to_bf16(x), reference::round_to_bf16(x)) << x;
   }
   EXPECT_TRUE(std::isnan(round_to_bf16(NAN)) && std::isnan(round_to_fp16(NAN)));
