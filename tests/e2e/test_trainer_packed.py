@@ -1,7 +1,7 @@
 """bert_pretrain on packed shards (make-pretraining-shards --pack), on the bundled sample:
   * the packed output holds the plain output's instances, in fewer rows: a step computes rows × seq
     tokens (metrics' tokens) and counts its instances as samples (more samples than rows);
-  * training from them lowers the loss, and evaluation on the plain (unpacked) shards runs beside it;
+  * training from them lowers the held-out loss on the plain (unpacked) shards, evaluated beside it;
   * 2 data-parallel ranks with half the batch each give the one-rank run's losses (the NSP mean
     divides by the instances of the whole step, over the ranks);
   * tensor parallel 2 and pipeline parallel 2 give the one-rank run's losses (the block-diagonal
@@ -16,7 +16,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
 import compat_util as cu  # noqa: E402
 
-SEQ, PACK, STEPS = 64, 3, 10
+SEQ, PACK, STEPS = 128, 3, 10
 failures = []
 
 
@@ -69,8 +69,8 @@ def main():
         for kind, extra in (("plain", []), ("packed", ["--pack", "--max-pack", PACK])):
             outputs[kind] = os.path.join(tmp, kind)
             cu.run(cu.tool("make-pretraining-shards"), "-q", "--model", "bert", "-i", docs, "--tokenizer",
-                   os.path.join(vocab, "vocab.txt"), "-o", outputs[kind], "--seq-len", SEQ, "--max-predictions", 10,
-                   "--dupe-factor", 10, *extra)
+                   os.path.join(vocab, "vocab.txt"), "-o", outputs[kind], "--seq-len", SEQ, "--max-predictions", 20,
+                   "--dupe-factor", 10, "--short-seq-prob", 0.5, *extra)
         plain, packed = (cu.read_manifest(outputs[k]) for k in ("plain", "packed"))
         rows = sum(s["records"] for s in packed["shards"])
         instances = sum(s["records"] for s in plain["shards"])
@@ -87,10 +87,9 @@ def main():
                 fail(f"step {m['step']}: {m['tokens']} tokens, expected 2 micro-batches × 4 rows × {SEQ}")
             if not 2 * 4 < m["samples"] <= 2 * 4 * PACK:
                 fail(f"step {m['step']}: {m['samples']} instances in 8 packed rows of at most {PACK}")
-        if not steps[-1]["loss"] < steps[0]["loss"]:
-            fail(f"loss {steps[0]['loss']} -> {steps[-1]['loss']}: training on packed rows learned nothing")
-        if len(evals) != 2 or not all(e["eval_loss"] == e["eval_loss"] for e in evals):
-            fail(f"evaluation on the plain shards: {evals}")
+        if len(evals) != 2 or not evals[1]["eval_loss"] < evals[0]["eval_loss"]:
+            fail(f"held-out loss on the plain shards {[e['eval_loss'] for e in evals]}: training on packed rows "
+                 "learned nothing")
         print(f"one rank: loss {steps[0]['loss']:.4f} -> {steps[-1]['loss']:.4f}, "
               f"{sum(m['samples'] for m in steps)} instances in {len(steps) * 8} rows; "
               f"eval loss {[round(e['eval_loss'], 4) for e in evals]}")
