@@ -35,7 +35,8 @@ for s in $seq_lens; do
       --seq-len "$s" --max-predictions "$predictions" --dupe-factor 1 --valid-fraction 0.05 "${extra[@]}" >/dev/null
   done
   .venv/bin/python scripts/bench/padding.py "$dir/plain$s" --bin-size "$bin_size" --max-pack 3 \
-    --label "enwiki excerpt, seq $s" --made-binned "$dir/binned$s" | bench_collect "$results" padding
+    --label "enwiki excerpt, seq $s" --made-binned "$dir/binned$s" --made-packed "$dir/packed$s" |
+    bench_collect "$results" padding
   build/bench/bench_loader --kind bert --source "$dir/binned$s" --batch 64 --workers 2 2>/dev/null |
     bench_collect "$results" loader "$s"
   .venv/bin/python scripts/bench/loader_peer.py --case bert_torch --source "$dir/plain$s" --batch 64 --workers 2 \
@@ -44,8 +45,7 @@ for s in $seq_lens; do
     kind_steps=$steps
     if [[ $kind == packed ]]; then  # about the instances of --steps unpacked steps (at least 3 steps)
       kind_steps=$(.venv/bin/python -c "import json, sys; m = json.load(open(sys.argv[1]))
-rows = sum(s['records'] for s in m['shards']); print(max(3, round($steps * rows / m['extra']['instances'])))" \
-        "$dir/packed$s/train/manifest.json")
+print(max(3, round($steps / m['stats']['instances_per_row'])))" "$dir/packed$s/manifest.json")
     fi
     build/trainer/bert_pretrain --data "$dir/$kind$s" --eval-data "$dir/plain$s/valid" --eval-interval "$kind_steps" \
       --eval-iters 4 --model "$model" --batch-size "$batch" --max-steps "$kind_steps" --threads "$threads" --seed 7 \
@@ -70,10 +70,12 @@ rows = [line.split() for line in open(sys.argv[1])]
 bin_size = sys.argv[2]
 pad = {(r[1], r[2]): float(r[3]) for r in rows if r[0] == "padding"}
 seqs = sorted({r[1] for r in rows if r[0] == "padding"}, key=int)
-print(f"\n| seq | tokens computed per real token: unbinned | --bin-size {bin_size}, our shards | reference (padding.py) |")
-print("|---:|---:|---:|---:|")
+print(f"\n| seq | tokens computed per real token: unbinned | --bin-size {bin_size}, our shards | reference (padding.py) "
+      "| --pack, our shards | reference FFD (padding.py) |")
+print("|---:|---:|---:|---:|---:|---:|")
 for s in seqs:
-    print(f"| {s} | {pad[(s, 'unbinned')]:.3f} | {pad[(s, 'made_bin' + bin_size)]:.3f} | {pad[(s, 'bin' + bin_size)]:.3f} |")
+    print(f"| {s} | {pad[(s, 'unbinned')]:.3f} | {pad[(s, 'made_bin' + bin_size)]:.3f} | {pad[(s, 'bin' + bin_size)]:.3f} "
+          f"| {pad[(s, 'made_packed3')]:.3f} | {pad[(s, 'packed3')]:.3f} |")
 print("\n| seq | loader samples/s: ours, binned | h5py + DataLoader, unbinned | ratio |")
 print("|---:|---:|---:|---:|")
 for s in seqs:
