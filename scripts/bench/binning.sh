@@ -6,10 +6,11 @@
 #   2. the loader: our samples/s over the binned output (bench_loader, 2 workers) against the h5py +
 #      torch DataLoader path over the unbinned files (loader_peer.py, 2 workers); target ≥ 10x (this
 #      corpus is small: loader.sh --bert-layout binned|packed measures it on 200k samples);
-#   3. the CPU trainer: bert_pretrain --model on each output, instances/s over the steps after the
-#      first two, and the held-out loss on the same (unbinned) valid split after the same instances:
-#      --steps steps unbinned and binned, and as many packed steps as hold about as many instances
-#      (a packed row holds several), so the loss compares after the same real tokens.
+#   3. the CPU trainer: bert_pretrain --model, --steps steps on each output, instances/s over the
+#      steps after the first two, and the held-out loss on the same (unbinned) valid split after the
+#      same steps and about the same instances: a packed row holds several, so packed steps take
+#      --batch / (instances per row) rows, as MLPerf's packed runs shrink their batch, and the loss
+#      compares after the same updates and real tokens.
 #   scripts/bench/binning.sh [--seq-lens "128 512"] [--bin-size 64] [--model small] [--steps 20]
 #                            [--batch 8] [--threads 2]
 
@@ -42,13 +43,13 @@ for s in $seq_lens; do
   .venv/bin/python scripts/bench/loader_peer.py --case bert_torch --source "$dir/plain$s" --batch 64 --workers 2 \
     2>/dev/null | bench_collect "$results" loader "$s"
   for kind in plain binned packed; do
-    kind_steps=$steps
-    if [[ $kind == packed ]]; then  # about the instances of --steps unpacked steps (at least 3 steps)
-      kind_steps=$(.venv/bin/python -c "import json, sys; m = json.load(open(sys.argv[1]))
-print(max(3, round($steps / m['stats']['instances_per_row'])))" "$dir/packed$s/manifest.json")
+    kind_batch=$batch
+    if [[ $kind == packed ]]; then  # rows holding about --batch instances
+      kind_batch=$(.venv/bin/python -c "import json, sys; m = json.load(open(sys.argv[1]))
+print(max(1, round($batch / m['stats']['instances_per_row'])))" "$dir/packed$s/manifest.json")
     fi
-    build/trainer/bert_pretrain --data "$dir/$kind$s" --eval-data "$dir/plain$s/valid" --eval-interval "$kind_steps" \
-      --eval-iters 4 --model "$model" --batch-size "$batch" --max-steps "$kind_steps" --threads "$threads" --seed 7 \
+    build/trainer/bert_pretrain --data "$dir/$kind$s" --eval-data "$dir/plain$s/valid" --eval-interval "$steps" \
+      --eval-iters 4 --model "$model" --batch-size "$kind_batch" --max-steps "$steps" --threads "$threads" --seed 7 \
       --lr 1e-4 --warmup 2 --log-dir "$dir/log-$kind$s" >/dev/null 2>&1
     .venv/bin/python - "$dir/log-$kind$s/metrics.jsonl" "$kind" "$s" <<'PY' | bench_collect "$results" trainer
 import json, sys
@@ -84,7 +85,7 @@ for s in seqs:
     print(f"| {s} | {ours:,.0f} | {peer:,.0f} | {ours / peer:.1f}x |")
 print("\n| seq | trainer instances/s: unbinned | binned | packed | ratio binned, packed "
       "| tokens computed per instance: unbinned, binned, packed "
-      "| held-out loss: unbinned, binned, packed | after steps (instances): unbinned, binned, packed |")
+      "| held-out loss: unbinned, binned, packed | after steps (instances trained): unbinned, binned, packed |")
 print("|---:|---:|---:|---:|---:|---:|---:|---:|")
 for s in seqs:
     t = {r[2]: r for r in rows if r[0] == "trainer" and r[1] == s}
