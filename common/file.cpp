@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <glob.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -232,6 +233,23 @@ void make_dirs(const std::string& path) {
   std::error_code ec;
   fs::create_directories(path, ec);
   if (ec) throw Error(Where{path}, "cannot create directory: " + ec.message());
+}
+
+std::vector<std::string> remove_stale_temp_files(const std::string& dir, bool (*ours)(std::string_view name)) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    const size_t at = file.rfind(".tmp-");
+    if (at == std::string::npos || at + 5 == file.size()) continue;
+    const std::string pid = file.substr(at + 5);
+    if (pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+    if (!ours(std::string_view(file).substr(0, at))) continue;
+    // kill(pid, 0) fails with ESRCH only when no such process exists (EPERM: it exists, not ours).
+    if (::kill(pid_t(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;
+    if (fs::remove(entry.path(), ec)) removed.push_back(entry.path().string());
+  }
+  return removed;
 }
 
 std::string path_join(const std::string& dir, const std::string& name) {

@@ -83,6 +83,11 @@ uint64_t file_size(const std::string& path);             // throws Error when mi
 std::string read_file(const std::string& path);           // whole file
 void write_file_atomic(const std::string& path, std::string_view contents);
 void make_dirs(const std::string& path);                  // mkdir -p
+// The temp files a killed writer left: `<name>.tmp-<pid>` in `dir` for a name that `ours` accepts,
+// whose pid is no running process on this machine (an AtomicFile's temp file outlives its process
+// only when the process dies). Removes them and returns their paths. A live process's (another
+// writer's, or this one's) are left alone.
+std::vector<std::string> remove_stale_temp_files(const std::string& dir, bool (*ours)(std::string_view name));
 std::string path_join(const std::string& dir, const std::string& name);
 std::string base_name(const std::string& path);
 std::string dir_name(const std::string& path);

@@ -14,6 +14,16 @@ void SplitOutput::check() const {
   if (dir.empty()) throw UsageError("no output directory");
 }
 
+namespace {
+// A file a series writes: its manifest, or train-NNNNN followed by a shard's extension (.hdf5,
+// .bin, .idx, .llmc.bin, …).
+bool is_series_file(std::string_view name) {
+  if (name == kManifestName) return true;
+  if (name.size() < 12 || name.substr(0, 6) != "train-" || name[11] != '.') return false;
+  return name.substr(6, 5).find_first_not_of("0123456789") == std::string_view::npos;
+}
+}  // namespace
+
 std::vector<uint64_t> equal_sizes(uint64_t n, int k) {
   std::vector<uint64_t> sizes(size_t(std::max(1, k)), n / uint64_t(std::max(1, k)));
   for (uint64_t i = 0; i < n % sizes.size(); ++i) ++sizes[i];
@@ -27,6 +37,10 @@ ShardSeries::ShardSeries(const SplitOutput& output, const ShardFormat& format, s
   base_.seq_len = format.seq_len;
   base_.max_predictions = format.max_predictions;
   make_dirs(dir_);
+  // A run killed while writing leaves its shard's (or manifest's) temp file; this run, resumed or
+  // not, writes that shard again under its own pid, so the dead one's would stay forever.
+  for (const std::string& stale : remove_stale_temp_files(dir_, &is_series_file))
+    log_info(cat("removed ", stale, ", left by a writer that was killed"));
   const std::string manifest_path = path_join(dir_, kManifestName);
   if (!output.resume || !file_exists(manifest_path)) return;
   Manifest old = Manifest::read(manifest_path);

@@ -7,6 +7,9 @@
 
 #include <string>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "common/error.h"
 #include "common/file.h"
 #include "common/manifest.h"
@@ -111,6 +114,31 @@ TEST(ShardSeries, ResumeKeepsVerifiedShardsOfTheSameKeyUpToTheFirstBadOne) {
   o.resume = false;
   ShardSeries fresh(o, kFormat, equal_sizes(10, 3));
   EXPECT_FALSE(fresh.kept(0)) << "without resume nothing is kept";
+}
+
+// A run killed while writing leaves train-NNNNN.<ext>.tmp-<its pid>; the next run, which writes that
+// shard again under its own pid, removes it (issue 20: one --resume in 10 left one behind).
+TEST(ShardSeries, TempFilesOfAKilledWriterAreRemovedByTheNextRun) {
+  TempDir dir;
+  SplitOutput o = output_in(dir.file("split"), "k");
+  make_dirs(o.dir);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // reaped: its pid now names no process
+  const std::string dead = std::to_string(child), alive = std::to_string(::getpid());
+  const std::vector<std::string> stale = {"train-00002.txt.tmp-" + dead, "train-00000.idx.tmp-" + dead,
+                                          "manifest.json.tmp-" + dead};
+  const std::vector<std::string> kept = {"train-00001.txt.tmp-" + alive, "notes.txt.tmp-" + dead,
+                                         "train-00001.txt.tmp-x" + dead};
+  for (const auto& name : stale) write_file_atomic(path_join(o.dir, name), "half");
+  for (const auto& name : kept) write_file_atomic(path_join(o.dir, name), "other");
+  o.resume = true;
+  ShardSeries series(o, kFormat, equal_sizes(10, 3));
+  for (const auto& name : stale) EXPECT_FALSE(file_exists(path_join(o.dir, name))) << name << " was left behind";
+  for (const auto& name : kept) EXPECT_TRUE(file_exists(path_join(o.dir, name))) << name << " is not a dead writer's";
+  write_series(series, "x");
+  for (const auto& name : stale) EXPECT_FALSE(file_exists(path_join(o.dir, name)));
 }
 
 TEST(ShardSeries, NoShardsOrNoDirectoryIsRefused) {
