@@ -214,13 +214,13 @@ class WordPieceTokenizer final : public Tokenizer {
         throw UsageError(Where{config_.source}, cat("token id ", id, " is outside the vocabulary (size ",
                                                     config_.tokens.size(), ")"));
       if (skip_special_tokens && is_special_id(id)) continue;
-      std::string token = config_.tokens[static_cast<size_t>(id)];
-      if (!first) {
-        if (!config_.prefix.empty() && token.starts_with(config_.prefix))
-          token.erase(0, config_.prefix.size());
-        else
-          token.insert(0, " ");
-      }
+      // A "##" piece glues to the previous token; any other token after the first gets a space
+      // (built by appending: GCC 12's -O3 -Wrestrict misfires on std::string::insert(0, …)).
+      const std::string& stored = config_.tokens[static_cast<size_t>(id)];
+      std::string token;
+      if (first) token = stored;
+      else if (!config_.prefix.empty() && stored.starts_with(config_.prefix)) token = stored.substr(config_.prefix.size());
+      else token.append(" ").append(stored);
       first = false;
       out += cleanup(std::move(token), true);
     }
