@@ -32,7 +32,7 @@ step() { printf '\n== %s\n' "$*"; }
 step "dependencies"
 scripts/setup_deps.sh
 step "build"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)" --target shard-tool wikiprep train-tokenizer tokenize make-pretraining-shards \
   pretrain_loader_python bert_pretrain gpt_pretrain
 bin=$root/build
@@ -84,6 +84,9 @@ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe
 step "gpt_pretrain: GPT-2 tiny on the CPU from the Megatron shards"
 "$bin/trainer/gpt_pretrain" --data "$out/gpt" --model tiny --seq-len 64 --batch-size 8 --max-steps 40 --lr 3e-3 \
   --warmup 5 --log-interval 10 --log-dir "$out/gpt-logs" --threads "$(nproc)"
+step "plot_metrics.py: loss, learning rate, throughput and memory against steps"
+/usr/bin/python3 scripts/plot_metrics.py "$out/bert-logs" -o "$out/bert-logs/curves.png"
+/usr/bin/python3 scripts/plot_metrics.py "$out/gpt-logs" -o "$out/gpt-logs/curves.png"
 
 step "the DLPerf matrix: $model tiny on 1 and $np $device rank(s), 40 steps each (scripts/run_single_node.sh)"
 seq_args=()
@@ -105,5 +108,6 @@ echo "  BERT shards:     $out/bert/ (statistics: $out/bert-stats.json)"
 echo "  GPT shards:      $out/gpt/ (statistics: $out/gpt-stats.json)"
 echo "  loader + torch:  $out/torch-bert.log, $out/torch-gpt.log (loss per step through pretrain_loader)"
 echo "  trainers:        $out/bert-logs/metrics.jsonl, $out/gpt-logs/metrics.jsonl (one JSON object per step),"
+echo "                   $out/bert-logs/curves.png, $out/gpt-logs/curves.png (plot_metrics.py: loss, lr, throughput, memory),"
 echo "                   $out/bert-ckpt/ (checkpoints), $out/bert-tiny.safetensors (HF BertForPreTraining names)"
 echo "  DLPerf matrix:   $out/logs/ (run logs), $out/logs/table.md, $out/logs/result.json, $out/logs/throughput.png"

@@ -23,8 +23,8 @@ step() { printf '\n== %s (%ds)\n' "$*" $((SECONDS - started)); }
 step "dependencies"
 scripts/setup_deps.sh
 
-step "configure and build (build/)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >build.configure.log 2>&1 || { cat build.configure.log; exit 1; }
+step "configure and build (build/, Release: what users build)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPRETRAIN_WERROR=ON >build.configure.log 2>&1 || { cat build.configure.log; exit 1; }
 grep -E "CUDA backend" build.configure.log || true
 cmake --build build -j "$jobs"
 
@@ -33,7 +33,7 @@ ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
 
 if [[ "${PRETRAIN_SKIP_ASAN:-0}" != 1 ]]; then
   step "unit tests under ASan+UBSan (build-asan/)"
-  asan_config=(-DCMAKE_BUILD_TYPE=Debug -DPRETRAIN_SANITIZE=ON -DPRETRAIN_CUDA=OFF)
+  asan_config=(-DCMAKE_BUILD_TYPE=Debug -DPRETRAIN_SANITIZE=ON -DPRETRAIN_CUDA=OFF -DPRETRAIN_WERROR=ON)
   asan_cc=()
   if command -v clang++ >/dev/null; then
     asan_cc=(CC=clang CXX=clang++)
@@ -53,7 +53,7 @@ if [[ "${PRETRAIN_SKIP_TSAN:-0}" != 1 ]]; then
   # Debian's oneTBB is not instrumented, so tests/tsan.supp drops reports whose stacks pass
   # through libtbb; everything our own threads hand over is checked.
   step "loader tests under ThreadSanitizer (build-tsan/)"
-  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPRETRAIN_TSAN=ON -DPRETRAIN_CUDA=OFF \
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPRETRAIN_TSAN=ON -DPRETRAIN_CUDA=OFF -DPRETRAIN_WERROR=ON \
     >build-tsan.configure.log 2>&1 || { cat build-tsan.configure.log; exit 1; }
   cmake --build build-tsan -j "$jobs" --target pretrain_tsan_tests
   TSAN_OPTIONS="suppressions=$root/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
