@@ -5,10 +5,12 @@
 # mpirun's stderr) in
 #   <log-root>/<model>/bs<B>_<precision>/<case>/run<k>.log       <case> = 1n8g, or 1n8g_tp2pp4 etc.
 # which scripts/extract_logs.py turns into result.json and table.md, and scripts/plot_throughput.py
-# into a plot. run_single_node.sh and run_multi_node.sh are this script (multi-node: --hostfile).
+# into a plot. run_single_node.sh and run_multi_node.sh are this script (multi-node: --hostfile, or
+# --slurm inside a Slurm allocation).
 #
 # Usage: scripts/run_single_node.sh --data SHARDS [options] [-- trainer options]
 #        scripts/run_multi_node.sh --hostfile FILE --data SHARDS [options] [-- trainer options]
+#        scripts/run_multi_node.sh --slurm --data SHARDS [options] [-- trainer options]   # in sbatch/salloc
 # Options:
 #   --data PATH          shards (directory or manifest.json), the trainer's --data; required
 #   --model bert|gpt     which trainer (default bert)
@@ -25,6 +27,13 @@
 #   --threads T          --threads per rank (default 1 on cpu; the trainer's default on cuda)
 #   --hostfile FILE      OpenMPI hostfile, one host per line ("host" or "host slots=G"); N-node cases
 #                        run on its first N hosts with `mpirun --hostfile … -npernode G`
+#   --slurm              inside a Slurm allocation (sbatch, salloc; scripts/slurm/dlperf.sbatch): the
+#                        nodes are the allocation's (SLURM_JOB_NODELIST through `scontrol show
+#                        hostnames`, or SLURM_JOB_NUM_NODES), G defaults to SLURM_GPUS_ON_NODE or
+#                        SLURM_NTASKS_PER_NODE, and each case runs as `srun --nodes N --ntasks N×G
+#                        --ntasks-per-node G --mpi=pmix --kill-on-bad-exit=1` (Debian's OpenMPI
+#                        speaks PMIx); --mpi-args then goes to srun. Implied when SLURM_JOB_ID is set
+#                        and there is no --hostfile.
 #   --cases LIST         cases instead of the default matrix, separated by commas or spaces:
 #                        <N>n<G>g[:LAYOUT], e.g. "1n1g,1n8g,2n8g" or "1n8g:dp8 1n8g:tp2pp4 2n8g:tp4pp2dp2"
 #   --log-root DIR       default logs
@@ -60,7 +69,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 model=bert model_size="" batch="" precision=fp32 steps=120 runs=5 data="" device="" gpn="" threads=""
-hostfile="" cases="" log_root=logs build_dir=${PRETRAIN_BUILD_DIR:-$root/build} mpi_args="" dry_run=0
+hostfile="" cases="" log_root=logs build_dir=${PRETRAIN_BUILD_DIR:-$root/build} mpi_args="" dry_run=0 slurm=0
 trainer_args=()
 die() { echo "$(basename "$0"): $*" >&2; exit 2; }
 need() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"; }
@@ -77,6 +86,7 @@ while [[ $# -gt 0 ]]; do
     --gpus-per-node) need "$@"; gpn=$2; shift 2 ;;
     --threads) need "$@"; threads=$2; shift 2 ;;
     --hostfile) need "$@"; hostfile=$2; shift 2 ;;
+    --slurm) slurm=1; shift ;;
     --cases) need "$@"; cases=$2; shift 2 ;;
     --log-root) need "$@"; log_root=$2; shift 2 ;;
     --build-dir) need "$@"; build_dir=$2; shift 2 ;;
@@ -110,9 +120,21 @@ fi
 [[ $device == cpu && -z $threads ]] && threads=1
 [[ -z $threads ]] || positive --threads "$threads"
 
-# Hosts, in hostfile order, without repeats; slots of the first host.
+# Hosts, in hostfile order, without repeats; slots of the first host. Under Slurm: the allocation's.
 hosts=() first_slots=""
-if [[ -n $hostfile ]]; then
+[[ $slurm == 0 && -z $hostfile && -n ${SLURM_JOB_ID:-} ]] && slurm=1
+if [[ $slurm == 1 ]]; then
+  [[ -z $hostfile ]] || die "--slurm and --hostfile: the allocation gives the hosts, pass one or the other"
+  [[ -n ${SLURM_JOB_NODELIST:-}${SLURM_JOB_NUM_NODES:-} ]] ||
+    die "--slurm: no SLURM_JOB_NODELIST or SLURM_JOB_NUM_NODES: run it inside sbatch or salloc"
+  if [[ -n ${SLURM_JOB_NODELIST:-} ]] && command -v scontrol >/dev/null; then
+    mapfile -t hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+  else  # no scontrol (a dry run elsewhere): the nodes are only counted
+    for ((i = 0; i < ${SLURM_JOB_NUM_NODES:-1}; ++i)); do hosts+=("node$i"); done
+  fi
+  [[ ${#hosts[@]} -gt 0 ]] || die "--slurm: the allocation lists no nodes"
+  first_slots=${SLURM_GPUS_ON_NODE:-${SLURM_NTASKS_PER_NODE%%(*}}
+elif [[ -n $hostfile ]]; then
   [[ -r $hostfile ]] || die "--hostfile $hostfile: cannot read it"
   while read -r host rest; do
     [[ -z $host || $host == \#* ]] && continue
@@ -218,9 +240,13 @@ done
 
 trainer=$build_dir/trainer/${model}_pretrain
 [[ $dry_run == 1 || -x $trainer ]] || die "$trainer not built (cmake --build build --target ${model}_pretrain, or --build-dir)"
-command -v mpirun >/dev/null || [[ $dry_run == 1 ]] || die "mpirun not found (apt-get install openmpi-bin)"
+if [[ $slurm == 1 ]]; then
+  command -v srun >/dev/null || [[ $dry_run == 1 ]] || die "--slurm: srun not found"
+elif ! command -v mpirun >/dev/null && [[ $dry_run == 0 ]]; then
+  die "mpirun not found (apt-get install openmpi-bin)"
+fi
 mpi=(mpirun --oversubscribe)
-if [[ $(id -u) == 0 ]]; then
+if [[ $slurm == 0 && $(id -u) == 0 ]]; then
   mpi+=(--allow-run-as-root)
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
@@ -240,7 +266,12 @@ for c in "${case_list[@]}"; do
       "= $batch × grad-accum $accum × data $dp -> $out/$dir/"
   fi
   launch=("${mpi[@]}" -np $((n * g)))
-  if [[ -n $hostfile ]]; then
+  if [[ $slurm == 1 ]]; then
+    # srun places g tasks on each of n nodes of the allocation; a failed rank ends the step.
+    launch=(srun --nodes "$n" --ntasks $((n * g)) --ntasks-per-node "$g" --mpi=pmix --kill-on-bad-exit=1)
+    # shellcheck disable=SC2206  # --mpi-args is split on spaces on purpose
+    [[ -n $mpi_args ]] && launch+=($mpi_args)
+  elif [[ -n $hostfile ]]; then
     # The first n hosts, g slots each; -npernode places g ranks on each.
     sub=$out/$dir/hostfile
     [[ $dry_run == 1 ]] || { mkdir -p "$out/$dir"; printf '%s slots='"$g"'\n' "${hosts[@]:0:n}" >"$sub"; }

@@ -9,6 +9,7 @@
   * scripts/plot_throughput.py writes a non-empty PNG;
   * run_multi_node.sh with a hostfile on localhost runs its 1n2g case through `--hostfile -npernode`,
     and its --dry-run over a 2-host hostfile plans 1n1g, 1n2g, 2n2g (nothing is sent to those hosts);
+    inside a (simulated) 2-node Slurm allocation the same plan runs each case through srun;
   * errors: extract_logs.py on an empty directory, on a log without step lines and with nothing left
     after --skip exits 1 naming the directory or file; a case the hosts do not allow and
     run_multi_node.sh without --hostfile exit 2;
@@ -317,6 +318,21 @@ def main():
         check([c for c, _ in planned] == ["1n1g", "1n2g", "2n2g"], f"2 hosts × 2 plan {[c for c, _ in planned]}")
         check(bool(planned) and " -np 4 " in planned[-1][1] and "-npernode 2" in planned[-1][1]
               and "--hostfile" in planned[-1][1], f"2n2g command: {planned[-1][1] if planned else None}")
+
+        # Inside a Slurm allocation of 2 nodes × 2 tasks (its environment, no Slurm here): the same plan,
+        # each case through srun.
+        slurm_env = dict(ENV, SLURM_JOB_ID="42", SLURM_JOB_NUM_NODES="2", SLURM_NTASKS_PER_NODE="2(x2)")
+        slurm_env.pop("SLURM_JOB_NODELIST", None)
+        r = subprocess.run([os.path.join(SCRIPTS, "run_multi_node.sh"), *map(str, common), "--runs", "1",
+                            "--log-root", multi, "--dry-run"], capture_output=True, text=True, env=slurm_env,
+                           timeout=60)
+        planned = re.findall(r"/(\d+n\d+g)/run1\.log: (.*)", r.stdout)
+        check(r.returncode == 0 and [c for c, _ in planned] == ["1n1g", "1n2g", "2n2g"],
+              f"Slurm 2 nodes × 2 plan {[c for c, _ in planned]} (exit {r.returncode}, {r.stderr.strip()})")
+        check(bool(planned) and planned[-1][1].startswith("srun --nodes 2 --ntasks 4 --ntasks-per-node 2 --mpi=pmix")
+              and "mpirun" not in planned[-1][1], f"Slurm 2n2g command: {planned[-1][1] if planned else None}")
+        r = run([os.path.join(SCRIPTS, "run_multi_node.sh"), "--slurm", *common, "--dry-run"], expect=2)
+        check("sbatch or salloc" in r.stderr, f"--slurm outside an allocation: exit 2, {r.stderr.strip()}")
 
         r = run([os.path.join(SCRIPTS, "run_single_node.sh"), *common, "--gpus-per-node", 2, "--cases", "2n1g",
                  "--log-root", multi], expect=2)
