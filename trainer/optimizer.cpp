@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "trainer/communicator.h"
+#include "common/communicator.h"
 
 namespace pretrain {
 

@@ -17,7 +17,7 @@
 #include "common/manifest.h"
 #include "loader/loader.h"
 #include "trainer/checkpoint.h"
-#include "trainer/communicator.h"
+#include "common/communicator.h"
 #include "trainer/metrics.h"
 #include "trainer/parallel/data_parallel.h"
 #include "trainer/parallel/grid.h"

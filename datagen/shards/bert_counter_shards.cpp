@@ -13,6 +13,7 @@
 #include <tbb/parallel_pipeline.h>
 
 #include "common/cli.h"
+#include "common/communicator.h"
 #include "common/counter_rng.h"
 #include "common/error.h"
 #include "common/file.h"
@@ -71,12 +72,25 @@ size_t max_open_buckets() {
 
 // The spill buckets of one split: where they are, and whether an earlier run of the same key
 // left them whole (spill.json, written last, holds the key and each bucket's record count).
+// Under mpirun each of the N ranks writes its piece of every bucket (bucket-B.R.bin): the bucket
+// is the pieces in rank order, and spill.json says how many pieces there are, so a resumed run
+// reads them at any N.
 class SpillBuckets {
  public:
   SpillBuckets(std::string dir, size_t count, const nlohmann::json& key)
       : dir_(std::move(dir)), meta_(path_join(dir_, "spill.json")), key_(key), counts_(count, 0) {}
   size_t count() const { return counts_.size(); }
+  int pieces() const { return pieces_; }
+  void set_pieces(int n) { pieces_ = n; }
   std::string path(size_t b) const { return path_join(dir_, cat("bucket-", b, ".bin")); }
+  std::string piece_path(size_t b, int piece) const {
+    return pieces_ == 1 ? path(b) : path_join(dir_, cat("bucket-", b, ".", piece, ".bin"));
+  }
+  std::string read(size_t b) const {
+    std::string data;
+    for (int p = 0; p < pieces_; ++p) data += read_file(piece_path(b, p));
+    return data;
+  }
   std::vector<uint64_t>& counts() { return counts_; }
 
   bool load_complete() {
@@ -85,6 +99,7 @@ class SpillBuckets {
       auto meta = nlohmann::json::parse(read_file(meta_));
       if (meta.at("key") == key_ && meta.value("format", 1) == kSpillFormat && meta.at("counts").size() == count()) {
         counts_ = meta.at("counts").get<std::vector<uint64_t>>();
+        pieces_ = meta.value("pieces", 1);
         return true;
       }
     } catch (const std::exception&) {
@@ -92,53 +107,60 @@ class SpillBuckets {
     return false;
   }
   void mark_complete() const {
-    write_file_atomic(meta_, nlohmann::json({{"key", key_}, {"format", kSpillFormat}, {"counts", counts_}}).dump() + "\n");
+    nlohmann::json meta = {{"key", key_}, {"format", kSpillFormat}, {"counts", counts_}};
+    if (pieces_ > 1) meta["pieces"] = pieces_;  // absent in one process: its spill.json stays as it was
+    write_file_atomic(meta_, meta.dump() + "\n");
   }
 
  private:
   std::string dir_, meta_;
   nlohmann::json key_;
   std::vector<uint64_t> counts_;
+  int pieces_ = 1;
 };
 
 // Instances of every (document, pass), appended to their buckets; counts each bucket's records.
-// With length bins, bin b owns buckets [b·per_bin, (b + 1)·per_bin).
+// With length bins, bin b owns buckets [b·per_bin, (b + 1)·per_bin). The work is blocks of 64
+// documents, pass after pass; under mpirun rank r takes the r-th of N contiguous runs of blocks
+// and writes its piece of each bucket, so the pieces in rank order are the one-process bucket.
 void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, const SplitCorpus& corpus, bool valid,
-                     SpillBuckets& buckets) {
+                     const Communicator& ranks, SpillBuckets& buckets) {
   const LengthBins bins = length_bins(o);
-  std::filesystem::remove_all(o.spill_dir);
-  make_dirs(o.spill_dir);
+  if (ranks.rank() == 0) {
+    std::filesystem::remove_all(o.spill_dir);
+    make_dirs(o.spill_dir);
+  }
+  ranks.barrier();
+  buckets.set_pieces(ranks.size());
   const size_t n_buckets = buckets.count(), per_bin = n_buckets / size_t(bins.count());
   std::vector<uint64_t>& counts = buckets.counts();
   std::vector<std::FILE*> files(n_buckets);
   for (size_t b = 0; b < n_buckets; ++b) {
-    files[b] = std::fopen(buckets.path(b).c_str(), "wb");
-    if (!files[b]) throw_errno("cannot create", buckets.path(b));
+    files[b] = std::fopen(buckets.piece_path(b, ranks.rank()).c_str(), "wb");
+    if (!files[b]) throw_errno("cannot create", buckets.piece_path(b, ranks.rank()));
   }
-  Progress progress(valid ? "instances (valid)" : "instances", uint64_t(o.dupe_factor) * corpus.num_documents());
+  const size_t block = 64, blocks_per_pass = (corpus.num_documents() + block - 1) / block;
+  const size_t units = blocks_per_pass * size_t(o.dupe_factor);
+  const size_t first_unit = units * size_t(ranks.rank()) / size_t(ranks.size()),
+               end_unit = units * size_t(ranks.rank() + 1) / size_t(ranks.size());
+  Progress progress(valid ? "instances (valid)" : "instances", uint64_t(end_unit - first_unit));
   struct Batch {
     int pass;
     size_t begin, end;
     std::vector<std::string> out;
     std::vector<uint64_t> n;
   };
-  const size_t block = 64;
-  int pass = 0;
-  size_t next_doc = 0;
+  size_t unit = first_unit;
   auto next_block = [&](tbb::flow_control& fc) -> std::shared_ptr<Batch> {
-    if (next_doc >= corpus.num_documents()) {
-      next_doc = 0;
-      ++pass;
-    }
-    if (pass >= o.dupe_factor || corpus.num_documents() == 0) {
+    if (unit >= end_unit) {
       fc.stop();
       return nullptr;
     }
     auto b = std::make_shared<Batch>();
-    b->pass = pass;
-    b->begin = next_doc;
-    b->end = std::min(corpus.num_documents(), next_doc + block);
-    next_doc = b->end;
+    b->pass = int(unit / blocks_per_pass);
+    b->begin = unit % blocks_per_pass * block;
+    b->end = std::min(corpus.num_documents(), b->begin + block);
+    ++unit;
     return b;
   };
   auto make_instances = [&](std::shared_ptr<Batch> b) {
@@ -164,10 +186,10 @@ void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, co
     for (size_t k = 0; k < n_buckets; ++k) {
       if (b->out[k].empty()) continue;
       if (std::fwrite(b->out[k].data(), 1, b->out[k].size(), files[k]) != b->out[k].size())
-        throw_errno("cannot write", buckets.path(k));
+        throw_errno("cannot write", buckets.piece_path(k, ranks.rank()));
       counts[k] += b->n[k];
     }
-    progress.add(b->end - b->begin);
+    progress.add(1);
   };
   tbb::parallel_pipeline(
       size_t(2 * max_threads() + 2),
@@ -175,10 +197,13 @@ void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, co
           tbb::make_filter<std::shared_ptr<Batch>, std::shared_ptr<Batch>>(tbb::filter_mode::parallel, make_instances) &
           tbb::make_filter<std::shared_ptr<Batch>, void>(tbb::filter_mode::serial_in_order, append_to_buckets));
   for (size_t b = 0; b < n_buckets; ++b)
-    if (std::fclose(files[b]) != 0) throw_errno("cannot write", buckets.path(b));
+    if (std::fclose(files[b]) != 0) throw_errno("cannot write", buckets.piece_path(b, ranks.rank()));
   corpus.release_pages();  // the write stage reads the buckets, not the store
   progress.finish();
-  buckets.mark_complete();
+  static_assert(sizeof(uint64_t) == sizeof(int64_t));
+  ranks.all_reduce_sum(reinterpret_cast<int64_t*>(counts.data()), int64_t(counts.size()));
+  if (ranks.rank() == 0) buckets.mark_complete();
+  ranks.barrier();
 }
 
 // A bucket read whole, and where its records start, in their shuffled order.
@@ -188,7 +213,7 @@ struct ShuffledBucket {
 
   void load(const BertCounterOptions& o, const SpillBuckets& buckets, size_t b, uint64_t count, bool valid) {
     path = buckets.path(b);
-    data = read_file(path);
+    data = buckets.read(b);
     offsets.clear();
     offsets.reserve(count);
     for (size_t at = 0; at < data.size(); at += record(at).bytes) offsets.push_back(at);
@@ -223,9 +248,10 @@ Packs pack_bucket(const BertCounterOptions& o, const ShuffledBucket& bucket, siz
 // length bins: each bin's buckets into that bin's shards). With --pack each bucket's records are
 // packed and the packs dealt in their seeded order, one row each; the shards' sizes need the
 // rows, so a first pass packs every bucket to count them (packing costs little beside the
-// shards' deflate).
-void write_shuffled(const BertCounterOptions& o, const BertMaskVocab& vocab, SpillBuckets& buckets,
-                    const SplitOutput& output, MakeShardsStats& stats) {
+// shards' deflate). Under mpirun each rank deals the records (rows) of its own shards only,
+// loading just the buckets they come from, and the ranks share the first pass's packing.
+void write_shuffled(const BertCounterOptions& o, const BertMaskVocab& vocab, const Communicator& ranks,
+                    SpillBuckets& buckets, const SplitOutput& output, MakeShardsStats& stats) {
   const StageClock write_clock;
   const LengthBins bins = length_bins(o);
   const std::vector<uint64_t>& counts = buckets.counts();
@@ -235,17 +261,20 @@ void write_shuffled(const BertCounterOptions& o, const BertMaskVocab& vocab, Spi
   const bool packed = o.max_pack > 0;
   ShuffledBucket bucket;
   std::vector<uint32_t> order;
-  uint64_t packed_rows = 0;
-  for (size_t b = 0; packed && b < buckets.count(); ++b) {
+  std::vector<int64_t> bucket_rows(buckets.count(), 0);  // packed: each bucket's rows
+  for (size_t b = size_t(ranks.rank()); packed && b < buckets.count(); b += size_t(ranks.size())) {
     bucket.load(o, buckets, b, counts[b], output.valid);
-    packed_rows += pack_bucket(o, bucket, b, output.valid, order).size();
+    bucket_rows[b] = int64_t(pack_bucket(o, bucket, b, output.valid, order).size());
   }
+  if (packed) ranks.all_reduce_sum(bucket_rows.data(), int64_t(bucket_rows.size()));
+  const uint64_t packed_rows = uint64_t(std::accumulate(bucket_rows.begin(), bucket_rows.end(), int64_t{0}));
   (output.valid ? stats.valid_packed_rows : stats.packed_rows) += packed_rows;
   const BertShardFillerOptions filler_options{.seq_len = o.instances.seq_len,
                                               .max_predictions = o.instances.max_predictions,
                                               .compression_level = o.compression_level,
                                               .mask_id = vocab.mask,
                                               .max_pack = o.max_pack};
+  const MakeShardsStats before = stats;
   BertSplitWriter writer(output, bins, filler_options, stats);
   Progress progress(output.valid ? "shards (valid)" : "shards", total);
   std::vector<SpillRecord> pack;
@@ -254,15 +283,22 @@ void write_shuffled(const BertCounterOptions& o, const BertMaskVocab& vocab, Spi
     // --pack has no bins (BertStageOptions::check): its one bin holds every row.
     writer.begin_bin(bin, packed ? packed_rows
                                  : std::accumulate(counts.begin() + long(first), counts.begin() + long(last), uint64_t{0}));
+    const auto [mine, end_mine] = writer.owned_records();
+    uint64_t at_row = 0;  // the bin's records (rows) dealt before bucket b
     for (size_t b = first; b < last; ++b) {
+      const uint64_t rows = packed ? uint64_t(bucket_rows[b]) : counts[b];
+      const uint64_t from = std::max(at_row, mine), to = std::min(at_row + rows, end_mine);
+      at_row += rows;
+      if (from >= to) continue;  // another rank's
       bucket.load(o, buckets, b, counts[b], output.valid);
+      const size_t skip = size_t(from - (at_row - rows)), take = size_t(to - from);
       if (!packed) {
-        for (size_t at : bucket.offsets) writer.add(bucket.record(at));
+        for (size_t i = skip; i < skip + take; ++i) writer.add(bucket.record(bucket.offsets[i]));
       } else {
         const Packs packs = pack_bucket(o, bucket, b, output.valid, order);
-        for (uint32_t p : order) {
+        for (size_t i = skip; i < skip + take; ++i) {
           pack.clear();
-          for (uint32_t k : packs[p]) pack.push_back(bucket.record(bucket.offsets[k]));
+          for (uint32_t k : packs[order[i]]) pack.push_back(bucket.record(bucket.offsets[k]));
           writer.add_pack(pack);
         }
       }
@@ -271,6 +307,7 @@ void write_shuffled(const BertCounterOptions& o, const BertMaskVocab& vocab, Spi
     writer.end_bin();
   }
   progress.finish();
+  sum_record_counts(stats, before, ranks);
   write_clock.add_to(stats.write_seconds, stats.write_cpu_seconds);
   writer.finish(stats.to_json(o.instances.seq_len));
 }
@@ -298,9 +335,15 @@ void write_bert_counter_split(const BertCounterOptions& o, const BertMaskVocab& 
   SpillBuckets buckets(o.spill_dir, n_bins * per_bin, output.manifest.extra.value("key", nlohmann::json()));
 
   const StageClock spill_clock;
-  if (!buckets.load_complete()) spill_instances(o, vocab, corpus, output.valid, buckets);
+  const Communicator& ranks = output.ranks ? *output.ranks : Communicator::self();
+  // Rank 0 decides whether the buckets are whole (the others read spill.json only then: rank 0
+  // removes it when they are not).
+  uint8_t whole = ranks.rank() == 0 && buckets.load_complete();
+  ranks.broadcast(&whole, 1, 0);
+  if (whole && ranks.rank() != 0 && !buckets.load_complete()) throw Error(Where{o.spill_dir}, "spill.json changed under this run");
+  if (!whole) spill_instances(o, vocab, corpus, output.valid, ranks, buckets);
   spill_clock.add_to(stats.instances_seconds, stats.instances_cpu_seconds);
-  write_shuffled(o, vocab, buckets, output, stats);
+  write_shuffled(o, vocab, ranks, buckets, output, stats);
 }
 
 }  // namespace pretrain

@@ -37,7 +37,8 @@ BertShardFiller::BertShardFiller(ShardSeries& series, const BertShardFillerOptio
     : series_(series),
       options_(options),
       stats_(stats),
-      batch_(kBatchRows, options.seq_len, options.max_predictions, options.max_pack) {}
+      batch_(kBatchRows, options.seq_len, options.max_predictions, options.max_pack),
+      shard_(series.first_owned()) {}
 
 bool BertShardFiller::next_row_written() {
   while (shard_ < series_.count() && in_shard_ == series_.size(shard_)) next_shard();

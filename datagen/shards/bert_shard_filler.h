@@ -1,6 +1,7 @@
 // make-pretraining-shards' BERT writer: instances (spill records), in the order given, dealt into
 // a series' HDF5 shards (formats/bert_hdf5.h) and counted in the statistics. A shard an earlier
-// run wrote (ShardSeries::kept) is counted but not written again.
+// run wrote (ShardSeries::kept) is counted but not written again. Under mpirun a rank's filler
+// takes the records of its own shards only, from ShardSeries::first_owned() on.
 #pragma once
 #include <cstdint>
 #include <optional>

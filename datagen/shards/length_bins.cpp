@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/communicator.h"
 #include "common/error.h"
 #include "common/file.h"
 #include "common/manifest.h"
@@ -35,10 +36,18 @@ BertSplitWriter::BertSplitWriter(const SplitOutput& split, const LengthBins& bin
   if (!bins_.binned()) return;
   // Until finish(), the split's manifest says the bins are not all written: a reader of an
   // interrupted run sees complete = false, never an earlier run's list.
+  if (split_.ranks && split_.ranks->rank() != 0) return;  // rank 0 writes the manifests
   make_dirs(split_.dir);
   Manifest m = split_manifest();
   m.complete = false;
   m.write(path_join(split_.dir, kManifestName));
+}
+
+std::pair<uint64_t, uint64_t> BertSplitWriter::owned_records() const {
+  if (!series_) return {0, 0};
+  uint64_t begin = 0, end = 0;
+  for (size_t s = 0; s < series_->end_owned(); ++s) (s < series_->first_owned() ? begin : end) += series_->size(s);
+  return {begin, begin + end};
 }
 
 Manifest BertSplitWriter::split_manifest() const {
@@ -63,6 +72,7 @@ void BertSplitWriter::begin_bin(int bin, uint64_t records) {
   out.num_shards = int(std::min<uint64_t>(uint64_t(split_.num_shards), records));
   out.manifest.extra["bin"] = bin;
   out.manifest.extra["max_length"] = bins_.max_length(bin);
+  if (!split_.commits_dir.empty()) out.commits_dir = path_join(split_.commits_dir, bin_dir_name(bin));
   BertShardFillerOptions options = filler_options_;
   options.seq_len = bins_.max_length(bin);
   options.histogram_seq_len = bins_.seq_len;  // one histogram over every bin
@@ -109,7 +119,7 @@ void BertSplitWriter::finish(const nlohmann::json& stats) {
   m.extra["bin_records"] = bin_records;
   m.stats = stats;
   m.complete = true;
-  m.write(path_join(split_.dir, kManifestName));
+  if (!split_.ranks || split_.ranks->rank() == 0) m.write(path_join(split_.dir, kManifestName));
 }
 
 }  // namespace pretrain

@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -55,6 +56,9 @@ class BertSplitWriter {
                   MakeShardsStats& stats);
   // The next `records` instances given to add() are bin `bin`'s.
   void begin_bin(int bin, uint64_t records);
+  // Under mpirun this rank's share of the bin begun: the records [first, second) of its `records`
+  // in the order given (those of its own shards); add() takes only those. All of them in one process.
+  std::pair<uint64_t, uint64_t> owned_records() const;
   void add(const SpillRecord& record);
   void add_pack(std::span<const SpillRecord> pack);  // packed shards (filler max_pack > 0): one row
   void end_bin();

@@ -1,6 +1,10 @@
 // make-pretraining-shards: documents → BERT HDF5 or GPT Megatron/llm.c shards. The work is in the
-// stages make_shards.h lists; this maps the command line onto MakeShardsOptions.
+// stages make_shards.h lists; this maps the command line onto MakeShardsOptions. Under mpirun the
+// ranks share the stages (make_shards.h); a rank that fails ends the job, naming itself.
+#include <cstdio>
+
 #include "common/cli.h"
+#include "common/communicator.h"
 #include "common/log.h"
 #include "datagen/shards/make_shards.h"
 
@@ -73,7 +77,18 @@ int main(int argc, char** argv) {
     o.rng = rng == "python" ? ShardRng::python : ShardRng::counter;
     o.gpt_format = format == "llmc" ? GptFormat::llmc : GptFormat::megatron;
     if (lowercase_flag->count() > 0) o.tokenizer_options.lowercase = lowercase;
-    MakeShardsStats s = run_make_shards(o);
+    const Communicator& world = Communicator::world();
+    if (world.rank() != 0) set_log_level(LogLevel::warn);
+    MakeShardsStats s;
+    try {
+      s = run_make_shards(o);
+    } catch (const std::exception& e) {
+      if (!world.distributed()) throw;
+      // The others would wait for this rank in their next collective forever.
+      std::fprintf(stderr, "error: rank %d of %d: %s\n", world.rank(), world.size(), e.what());
+      world.abort(dynamic_cast<const UsageError*>(&e) ? 2 : 1);
+    }
+    if (world.rank() != 0) return 0;
     log_info(cat("wrote ", s.shards, " shard(s) to ", o.output_dir, ": ", s.instances, " train and ",
                  s.valid_instances, " valid ", o.model == ModelKind::bert ? "instances" : "documents", " in ",
                  s.seconds, " s"));

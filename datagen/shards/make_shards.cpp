@@ -2,9 +2,11 @@
 // order (make_shards.h lists them).
 #include "datagen/shards/make_shards.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "common/cli.h"
+#include "common/communicator.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "common/manifest.h"
@@ -67,6 +69,8 @@ SplitOutput split_output(const MakeShardsOptions& o, const TokenizerInfo& tokeni
   out.manifest.extra["key"] = split_key(o, store_key, valid);
   out.resume = o.resume;
   out.stop_after_shards = o.stop_after_shards;
+  out.ranks = &Communicator::world();
+  out.commits_dir = path_join(work_dir(o), valid ? "commits-valid" : "commits-train");
   return out;
 }
 
@@ -123,10 +127,55 @@ void check_options(const MakeShardsOptions& o) {
   }
 }
 
+// A test seam: PRETRAIN_FAULT=RANK:STAGE (tokenize, instances, write) makes that rank fail as the
+// stage begins (the tests check that one failing rank ends the whole job, naming itself).
+void fault_point(const char* stage) {
+  const char* e = std::getenv("PRETRAIN_FAULT");
+  if (!e) return;
+  const std::string spec = e;
+  const size_t colon = spec.find(':');
+  if (colon == std::string::npos || spec.substr(colon + 1) != stage) return;
+  if (std::stoi(spec.substr(0, colon)) == Communicator::world().rank())
+    throw Error(cat(stage, ": fault injected by PRETRAIN_FAULT=", spec));
+}
+
+// Rank 0's answer, on every rank (the ranks must agree on what to do next).
+bool rank0_says(bool answer) {
+  uint8_t b = answer;
+  Communicator::world().broadcast(&b, 1, 0);
+  return b != 0;
+}
+
+// Stage 1 under mpirun: each rank tokenizes its part of the inputs into a store of its own
+// (.work/store-part-R-of-N), then rank 0 assembles them into the one-process store. An interrupted
+// tokenizing starts over (the parts keep no checkpoints); a finished store is kept at any N.
+void tokenize_in_parts(const TokenizeOptions& tokenize, const Tokenizer& tok, TextDocumentReader& reader,
+                       const std::string& store_dir, const nlohmann::json& key) {
+  const Communicator& world = Communicator::world();
+  std::vector<std::string> part_dirs;
+  for (int r = 0; r < world.size(); ++r)
+    part_dirs.push_back(cat(store_dir, "-part-", r, "-of-", world.size()));
+  TokenizeOptions part = tokenize;
+  part.part = world.rank();
+  part.parts = world.size();
+  part.resume = false;
+  part.checkpoint_bytes = UINT64_MAX;
+  nlohmann::json part_key = key;
+  part_key["part"] = {world.rank(), world.size()};
+  tokenize_documents(part, tok, reader, part_dirs[size_t(world.rank())], part_key);
+  world.barrier();
+  if (world.rank() == 0) {
+    assemble_token_store(part_dirs, store_dir, key);
+    for (const std::string& d : part_dirs) std::filesystem::remove_all(d);
+  }
+  world.barrier();
+}
+
 }  // namespace
 
 MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
   check_options(o);
+  const Communicator& world = Communicator::world();
   const StageClock run_clock;
   MakeShardsStats stats;
   auto tok = load_tokenizer(o.tokenizer, o.tokenizer_options);
@@ -134,17 +183,22 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
   if (o.model == ModelKind::bert) vocab = mask_vocab_of(*tok);  // fails early on a vocab without [MASK]
 
   // Stage 1: documents → token store.
-  make_dirs(o.output_dir);
   const std::string work = work_dir(o);
   const std::string store_dir = path_join(work, "store");
+  if (world.rank() == 0) make_dirs(work);
+  world.barrier();
   TextDocumentReader reader(o.inputs);
   const TokenizeOptions tokenize = tokenize_options(o);
   const nlohmann::json skey = token_store_key(tokenize, *tok, reader);
-  if (o.resume && TokenStore::complete(store_dir, skey)) {
+  if (rank0_says(o.resume && TokenStore::complete(store_dir, skey))) {
     log_info("--resume: the token store is complete; not tokenizing again");
   } else {
     const StageClock clock;
-    tokenize_documents(tokenize, *tok, reader, store_dir, skey);
+    fault_point("tokenize");
+    if (world.distributed())
+      tokenize_in_parts(tokenize, *tok, reader, store_dir, skey);
+    else
+      tokenize_documents(tokenize, *tok, reader, store_dir, skey);
     clock.add_to(stats.tokenize_seconds, stats.tokenize_cpu_seconds);
   }
   TokenStore store(store_dir, o.store_resident_budget);
@@ -155,8 +209,14 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
   if (store.num_documents() == 0) throw Error(Where{o.inputs.front()}, "no text found in the inputs");
 
   if (o.model == ModelKind::bert && o.rng == ShardRng::python) {
-    // The Python script's algorithm, over every document (it has no valid split).
-    write_bert_python_shards(bert_stage_options(o), vocab, store, split_output(o, tok->info(), skey, false), stats);
+    // The Python script's algorithm, over every document (it has no valid split). It is one
+    // sequence of draws from one generator: rank 0 runs it alone, the others wait.
+    if (world.rank() == 0) {
+      SplitOutput output = split_output(o, tok->info(), skey, false);
+      output.ranks = nullptr;
+      write_bert_python_shards(bert_stage_options(o), vocab, store, output, stats);
+    }
+    world.barrier();
   } else {
     // Stage 2: train and valid documents; stage 3: each split's shards.
     const DocumentSplit split = split_documents(uint32_t(store.num_documents()), split_options(o));
@@ -166,14 +226,18 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
       const std::vector<uint32_t>& documents = valid ? split.valid : split.train;
       if (valid && documents.empty()) continue;
       const SplitOutput output = split_output(o, tok->info(), skey, valid);
-      if (o.model == ModelKind::gpt)
+      if (o.model == ModelKind::gpt) {
+        fault_point("write");
         write_gpt_split({.format = o.gpt_format, .vocab_size = tok->vocab_size()}, store, documents, output, stats);
-      else
+      } else {
+        fault_point("instances");
         write_bert_counter_split(bert_counter_options(o, valid), vocab, store, documents, output, stats);
+      }
     }
   }
   stats.seconds = run_clock.wall_seconds();
-  if (!o.keep_work) std::filesystem::remove_all(work);
+  world.barrier();
+  if (!o.keep_work && world.rank() == 0) std::filesystem::remove_all(work);
   return stats;
 }
 

@@ -3,6 +3,9 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <iterator>
+
+#include "common/communicator.h"
 
 namespace pretrain {
 
@@ -69,6 +72,32 @@ double StageClock::wall_seconds() const {
 void StageClock::add_to(double& wall, double& cpu) const {
   wall += wall_seconds();
   cpu += process_cpu_seconds() - cpu_;
+}
+
+void sum_record_counts(MakeShardsStats& s, const MakeShardsStats& before, const Communicator& ranks) {
+  if (!ranks.distributed()) return;
+  uint64_t* fields[] = {&s.instance_tokens, &s.predictions,     &s.masked_as_mask,    &s.masked_kept,
+                        &s.masked_random,   &s.random_next,     &s.forced_random_next, &s.document_passes,
+                        &s.short_document_passes, &s.short_target_instances};
+  const uint64_t* was[] = {&before.instance_tokens, &before.predictions,     &before.masked_as_mask,
+                           &before.masked_kept,     &before.masked_random,   &before.random_next,
+                           &before.forced_random_next, &before.document_passes, &before.short_document_passes,
+                           &before.short_target_instances};
+  // The histogram has one size wherever it was begun (by the length range): a rank that counted
+  // nothing takes the others' size.
+  std::vector<int64_t> sizes(static_cast<size_t>(ranks.size()));
+  const int64_t mine = int64_t(s.length_histogram.size());
+  ranks.all_gather(&mine, sizes.data(), sizeof mine);
+  const size_t bins = size_t(*std::max_element(sizes.begin(), sizes.end()));
+  s.length_histogram.resize(bins, 0);
+  std::vector<int64_t> delta;
+  for (size_t i = 0; i < std::size(fields); ++i) delta.push_back(int64_t(*fields[i] - *was[i]));
+  for (size_t i = 0; i < bins; ++i)
+    delta.push_back(int64_t(s.length_histogram[i] - (i < before.length_histogram.size() ? before.length_histogram[i] : 0)));
+  ranks.all_reduce_sum(delta.data(), int64_t(delta.size()));
+  for (size_t i = 0; i < std::size(fields); ++i) *fields[i] = *was[i] + uint64_t(delta[i]);
+  for (size_t i = 0; i < bins; ++i)
+    s.length_histogram[i] = (i < before.length_histogram.size() ? before.length_histogram[i] : 0) + uint64_t(delta[std::size(fields) + i]);
 }
 
 }  // namespace pretrain

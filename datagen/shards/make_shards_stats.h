@@ -30,6 +30,13 @@ struct MakeShardsStats {
   nlohmann::json to_json(int seq_len) const;          // with the derived shares
 };
 
+class Communicator;
+
+// Under mpirun each rank's BERT writer counts the records of its own shards: adds to `stats` what
+// the other ranks counted since `before` (instance tokens, predictions and how they were masked,
+// NSP and short-target counts, the length histogram), so every rank holds the one-process counts.
+void sum_record_counts(MakeShardsStats& stats, const MakeShardsStats& before, const Communicator& ranks);
+
 // Wall and CPU time of one stage, from construction; add_to() adds them to the statistics' pair.
 class StageClock {
  public:

@@ -1,5 +1,6 @@
 #include "datagen/shards/tokenize_documents.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -53,6 +54,7 @@ struct Batch {
   uint64_t text_bytes = 0;  // of the documents' text, which spaces the checkpoints
   uint64_t end_bytes = 0;   // input bytes read through this batch (read here, not from the reader,
                             // which the input stage is advancing on another thread)
+  std::vector<uint64_t> blocks;  // a part's: each document's block, local to the part
 };
 
 // A run that continues from the last checkpoint of an interrupted one reads that run's input
@@ -83,6 +85,9 @@ void tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, TextDocu
   uint64_t input_documents = from ? skip_checkpointed(*from, reader, store_dir) : 0;
   Progress progress("tokenize", reader.total_bytes(), Progress::Unit::bytes);
   uint64_t text_since_checkpoint = 0;
+  const uint64_t parts = uint64_t(std::max(1, o.parts)), part = uint64_t(o.part);
+  uint64_t documents_read = 0;               // the part's: input documents read, its own or not
+  std::vector<uint64_t> block_documents;     // the part's: stored documents per local block
 
   auto read_batch = [&](tbb::flow_control& fc) {
     const size_t max_batch_docs = 256, max_batch_bytes = size_t{4} << 20;
@@ -90,6 +95,11 @@ void tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, TextDocu
     size_t bytes = 0;
     RawDocument doc;
     while (batch->docs.size() < max_batch_docs && bytes < max_batch_bytes && reader.next(doc)) {
+      if (parts > 1) {
+        const uint64_t block = documents_read++ / TokenizeOptions::kPartBlock;
+        if (block % parts != part) continue;
+        batch->blocks.push_back(block / parts);
+      }
       bytes += doc.text.size();
       for (const auto& s : doc.sentences) bytes += s.size();
       batch->docs.push_back(std::move(doc));
@@ -130,7 +140,13 @@ void tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, TextDocu
     return batch;
   };
   auto store_batch = [&](std::shared_ptr<Batch> batch) {
-    for (const auto& d : batch->out) writer.add_document(d);
+    for (size_t i = 0; i < batch->out.size(); ++i) {
+      writer.add_document(batch->out[i]);
+      if (parts == 1) continue;
+      const uint64_t block = batch->blocks[i];
+      if (block_documents.size() <= block) block_documents.resize(block + 1, 0);
+      block_documents[block] += !batch->out[i].empty();  // add_document skips an empty one
+    }
     input_documents += batch->docs.size();
     text_since_checkpoint += batch->text_bytes;
     if (text_since_checkpoint >= o.checkpoint_bytes) {
@@ -146,6 +162,44 @@ void tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, TextDocu
           tbb::make_filter<std::shared_ptr<Batch>, std::shared_ptr<Batch>>(tbb::filter_mode::parallel, tokenize_batch) &
           tbb::make_filter<std::shared_ptr<Batch>, void>(tbb::filter_mode::serial_in_order, store_batch));
   progress.finish();
+  if (parts > 1) write_file_atomic(path_join(store_dir, "block_documents.json"), nlohmann::json(block_documents).dump());
+  writer.commit(key);
+}
+
+void assemble_token_store(const std::vector<std::string>& part_dirs, const std::string& store_dir,
+                          const nlohmann::json& key) {
+  struct Part {
+    std::unique_ptr<TokenStore> store;
+    std::vector<uint64_t> blocks;
+    size_t next_document = 0;
+  };
+  std::vector<Part> parts;
+  for (const std::string& dir : part_dirs)
+    parts.push_back({std::make_unique<TokenStore>(dir),
+                     nlohmann::json::parse(read_file(path_join(dir, "block_documents.json"))).get<std::vector<uint64_t>>()});
+  make_dirs(store_dir);
+  TokenStoreWriter writer(store_dir);
+  std::vector<std::vector<TokenId32>> sentences;
+  // Block b of the inputs is block b / parts of part b % parts.
+  size_t blocks = 0;
+  for (size_t q = 0; q < parts.size(); ++q)
+    if (!parts[q].blocks.empty()) blocks = std::max(blocks, (parts[q].blocks.size() - 1) * parts.size() + q + 1);
+  for (size_t b = 0; b < blocks; ++b) {
+    Part& p = parts[b % parts.size()];
+    const size_t local = b / parts.size();
+    if (local >= p.blocks.size()) continue;
+    for (uint64_t k = 0; k < p.blocks[local]; ++k, ++p.next_document) {
+      sentences.resize(p.store->num_sentences(p.next_document));
+      for (size_t i = 0; i < sentences.size(); ++i) {
+        const auto s = p.store->sentence(p.next_document, i);
+        sentences[i].assign(s.begin(), s.end());
+      }
+      writer.add_document(sentences);
+    }
+  }
+  for (const Part& p : parts)
+    if (p.next_document != p.store->num_documents())
+      throw Error(Where{store_dir}, "internal: a part of the token store holds documents its blocks do not count");
   writer.commit(key);
 }
 

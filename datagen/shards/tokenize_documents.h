@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,11 @@ struct TokenizeOptions {
   TokenizerOptions tokenizer_options;   // those the tokenizer was loaded with: part of the store's key
   bool resume = false;                  // continue the store's last checkpoint when its key matches
   uint64_t checkpoint_bytes = uint64_t{64} << 20;
+  // Under mpirun: this rank's part of the inputs, blocks of kPartBlock input documents dealt
+  // round-robin (block b to part b % parts), so every rank has about as much to tokenize whatever
+  // the files; each part is a store of its own (no checkpoints), assembled by assemble_token_store.
+  int part = 0, parts = 1;
+  static constexpr uint64_t kPartBlock = 16;
 };
 
 // What makes a store: the inputs (path, size, mtime), the model, language, tokenizer (its
@@ -33,8 +39,15 @@ nlohmann::json token_store_key(const TokenizeOptions& options, const Tokenizer& 
 // The id that ends each GPT document: the tokenizer's eod, eos or [SEP]; UsageError when it has none.
 TokenId32 end_of_document_id(const Tokenizer& tok);
 
-// Reads every document of `reader` into a committed store in `store_dir` made with `key`.
+// Reads every document of `reader` (of options.part, when parts > 1) into a committed store in
+// `store_dir` made with `key`. A part's store also lists, in block_documents.json, how many stored
+// documents each of its blocks gave.
 void tokenize_documents(const TokenizeOptions& options, const Tokenizer& tok, TextDocumentReader& reader,
                         const std::string& store_dir, const nlohmann::json& key);
+
+// The one-process store from the parts' stores (part_dirs[p] = part p of part_dirs.size()): their
+// blocks taken back in input order, so the bytes are a one-process run's.
+void assemble_token_store(const std::vector<std::string>& part_dirs, const std::string& store_dir,
+                          const nlohmann::json& key);
 
 }  // namespace pretrain

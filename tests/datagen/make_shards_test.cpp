@@ -269,7 +269,7 @@ TEST_F(MakeShards, GptShardsHoldEveryDocumentOnceEndingInEod) {
   EXPECT_EQ(got, want);
 }
 
-TEST_F(MakeShards, ResumeSkipsVerifiedShardsAndRewritesFromTheFirstBadOne) {
+TEST_F(MakeShards, ResumeSkipsVerifiedShardsAndRewritesTheBadOnes) {
   const std::string whole = dir.file("whole"), cut = dir.file("cut");
   run_make_shards(bert_options(corpus, whole));
   const auto reference = output_files(whole);
@@ -308,7 +308,8 @@ TEST_F(MakeShards, ResumeSkipsVerifiedShardsAndRewritesFromTheFirstBadOne) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(kept(i)) << i;
   EXPECT_EQ(output_files(cut), reference);
 
-  // Shard 1 damaged (same size, one byte changed): 0 is kept, 1 and 2 are rewritten.
+  // Shard 1 damaged (same size, one byte changed): 0 and 2 are kept, 1 is rewritten (under mpirun
+  // the shards are committed out of order, so a good one after a bad one is kept too).
   for (int i = 0; i < 3; ++i) hold(i);
   {
     const std::string p = path_join(cut, "train-00001.hdf5");
@@ -321,7 +322,7 @@ TEST_F(MakeShards, ResumeSkipsVerifiedShardsAndRewritesFromTheFirstBadOne) {
   run_make_shards(o);
   EXPECT_TRUE(kept(0));
   EXPECT_FALSE(kept(1)) << "a shard whose checksum fails is kept";
-  EXPECT_FALSE(kept(2)) << "shards after the first bad one are rewritten";
+  EXPECT_TRUE(kept(2)) << "a shard that verifies, after the bad one, was written again";
   EXPECT_EQ(output_files(cut), reference);
 
   // Interrupted after two shards, then shard 1 damaged: the interrupted run's manifest (complete

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "trainer/backend.h"
-#include "trainer/communicator.h"
+#include "common/communicator.h"
 #include "trainer/model.h"
 #include "trainer/parallel/reducer.h"
 

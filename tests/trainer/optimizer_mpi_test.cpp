@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "optimizer_fixtures.h"
-#include "trainer/communicator.h"
+#include "common/communicator.h"
 #include "trainer/optimizer.h"
 
 namespace pretrain {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "trainer/backend.h"
-#include "trainer/communicator.h"
+#include "common/communicator.h"
 #include "trainer/kernels.h"
 #include "trainer/parallel/layers.h"
 #include "trainer/parallel/tensor_group.h"

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "trainer/communicator.h"
+#include "common/communicator.h"
 #include "trainer/model.h"
 
 namespace pretrain {

@@ -11,7 +11,7 @@
 #include <map>
 #include <vector>
 
-#include "trainer/communicator.h"
+#include "common/communicator.h"
 #include "trainer/model.h"
 #include "trainer/parallel/schedule.h"
 

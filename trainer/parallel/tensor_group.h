@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "trainer/backend.h"
-#include "trainer/communicator.h"
+#include "common/communicator.h"
 #include "trainer/nccl.h"
 
 namespace pretrain {

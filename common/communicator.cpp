@@ -1,4 +1,4 @@
-#include "trainer/communicator.h"
+#include "common/communicator.h"
 
 #include <mpi.h>
 
@@ -92,6 +92,11 @@ Communicator& Communicator::world() {
   return c;
 }
 
+const Communicator& Communicator::self() {
+  static const Communicator c(nullptr, 0, 1, 0);
+  return c;
+}
+
 void Communicator::all_reduce_sum(float* data, int64_t n) const {
   if (!distributed()) return;
   in_pieces(n, [&](int64_t off, int count) {
@@ -138,6 +143,33 @@ void Communicator::all_gather(const void* in, void* out, size_t bytes) const {
   }
   if (bytes > size_t(std::numeric_limits<int>::max())) throw Error("all-gather: more than 2 GB per rank");
   check(MPI_Allgather(in, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE, comm_of(comm_)), "all-gather");
+}
+
+std::vector<std::string> Communicator::all_gather_strings(const std::string& mine) const {
+  if (!distributed()) return {mine};
+  if (mine.size() > size_t(std::numeric_limits<int>::max() / size_)) throw Error("all-gather: strings too long");
+  const int64_t n = int64_t(mine.size());
+  std::vector<int64_t> sizes(static_cast<size_t>(size_));
+  all_gather(&n, sizes.data(), sizeof n);
+  std::vector<int> counts, displs;
+  int at = 0;
+  for (int64_t s : sizes) counts.push_back(int(s)), displs.push_back(at), at += int(s);
+  std::string all(size_t(at), '\0');
+  check(MPI_Allgatherv(mine.data(), int(n), MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
+                       comm_of(comm_)),
+        "all-gather");
+  std::vector<std::string> out;
+  for (size_t r = 0; r < sizes.size(); ++r) out.push_back(all.substr(size_t(displs[r]), size_t(counts[r])));
+  return out;
+}
+
+std::string Communicator::broadcast_string(const std::string& s, int root) const {
+  if (!distributed()) return s;
+  uint64_t n = s.size();
+  broadcast(&n, sizeof n, root);
+  std::string out = rank_ == root ? s : std::string(n, '\0');
+  broadcast(out.data(), n, root);
+  return out;
 }
 
 namespace {

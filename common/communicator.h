@@ -1,6 +1,7 @@
 // Collectives over a group of ranks (DESIGN.md, "Processes"): ranks are the processes mpirun
-// starts, one per device. CPU tensors reduce over MPI. The world splits into the groups of the
-// data × tensor × pipeline grid (trainer/parallel/grid.h), each a Communicator of its own.
+// starts: the trainers' one per device, make-pretraining-shards' each a share of the preprocessing.
+// CPU tensors reduce over MPI. The trainer's world splits into the groups of the data × tensor ×
+// pipeline grid (trainer/parallel/grid.h), each a Communicator of its own.
 //
 // A process not started by mpirun (no OMPI_COMM_WORLD_SIZE / PMI_SIZE in its environment) is a
 // group of one and never initialises MPI, so the single-process tools start instantly.
@@ -17,6 +18,8 @@ class Communicator {
  public:
   // The world (initialises MPI on first use when launched by mpirun; finalised at exit).
   static Communicator& world();
+  // This process alone: a group of one, whether or not mpirun started it.
+  static const Communicator& self();
   // The data-parallel group of a run without tensor or pipeline parallelism: the world.
   static Communicator& data_parallel() { return world(); }
   ~Communicator();
@@ -42,6 +45,10 @@ class Communicator {
   [[noreturn]] void abort(int code) const;
   // Every rank's `bytes` bytes, in rank order, into out (size() × bytes).
   void all_gather(const void* in, void* out, size_t bytes) const;
+  // Every rank's string, of any length, in rank order (a group of one: {mine}).
+  std::vector<std::string> all_gather_strings(const std::string& mine) const;
+  // Root's string on every rank.
+  std::string broadcast_string(const std::string& s, int root) const;
   // ZeRO-1's pair over a flat array cut into size() consecutive blocks of counts[r] elements:
   // out (counts[rank()] elements) = Σ over ranks of this rank's block of `in`; and in place,
   // every rank's block of `data` from its owner.

@@ -1,0 +1,143 @@
+"""make-pretraining-shards under mpirun (ranks oversubscribed on this machine's cores, loopback only),
+on the English Wikipedia excerpt (205 documents, so that 3 ranks each tokenize blocks of it):
+
+- N = 1 (no mpirun), 2 and 3 ranks give the same files, byte for byte, and the same manifests but
+  for the fields that record time and arguments: BERT (with a valid split, --pack, --bin-size),
+  BERT --rng python (rank 0 alone), GPT Megatron (with a valid split) and llm.c.
+- A rank that fails (PRETRAIN_FAULT=RANK:STAGE) ends the job: a non-zero exit naming the rank and
+  the reason, every rank gone within the timeout.
+- Interrupted (every rank stops after one shard, as a kill would), then --resume at another N
+  (3 → 2, and 2 → one process): the uninterrupted run's bytes."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
+import compat_util as cu  # noqa: E402
+
+EXE = cu.tool("make-pretraining-shards")
+ENWIKI = "wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.wikiextractor.jsonl"
+fail = cu.fail
+# Fields that say when and how a run was made, not what it wrote.
+TIMING = ("seconds", "stage_seconds", "stage_cpu_seconds")
+
+
+def command(np, args):
+    args = [EXE, *map(str, args), "--quiet", "--threads", "1"]
+    if np == 1:
+        return args
+    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(np), "--mca", "btl", "self,vader",
+            "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", *args]
+
+
+def run(np, args, rc=0, env=None):
+    try:
+        r = subprocess.run(command(np, args), capture_output=True, text=True, errors="replace", timeout=120,
+                           env={**os.environ, **(env or {})})
+    except subprocess.TimeoutExpired:
+        fail(f"-np {np}: hung (120 s): {' '.join(map(str, args))}")
+    if (rc == 0) != (r.returncode == 0):
+        fail(f"-np {np}: exit {r.returncode}: {' '.join(map(str, args))}\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    return r
+
+
+def output(out):
+    """Every file under out: its bytes, manifests without the fields of time and arguments."""
+    files = {}
+    for root, _, names in os.walk(out):
+        for name in names:
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, out)
+            if name == "manifest.json":
+                with open(path) as f:
+                    m = json.load(f)
+                m.pop("created_by", None)
+                for k in TIMING:
+                    m.get("stats", {}).pop(k, None)
+                files[rel] = m
+            else:
+                with open(path, "rb") as f:
+                    files[rel] = f.read()
+    return files
+
+
+def differences(a, b):
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+def gone(out, seconds=20):
+    """Waits until every rank that left a temp file in `out` has exited: mpirun may return while
+    the ranks it killed are still going away, and the resumed run removes only a dead writer's."""
+    pids = set()
+    for _, _, names in os.walk(out):
+        pids |= {n.rsplit(".tmp-", 1)[1] for n in names if ".tmp-" in n}
+    end = time.time() + seconds
+    while any(os.path.exists(f"/proc/{p}") for p in pids):
+        if time.time() > end:
+            fail(f"ranks writing {out} still running {seconds} s after mpirun returned")
+        time.sleep(0.05)
+
+
+def same_at_every_n(tmp, name, args):
+    ref = None
+    for np in (1, 2, 3):
+        out = os.path.join(tmp, f"{name}-{np}")
+        run(np, [*args, "-o", out])
+        got = output(out)
+        if ref is None:
+            ref = got
+            if not any(k.endswith((".hdf5", ".bin")) for k in ref):
+                fail(f"{name}: no shards written")
+        elif got != ref:
+            fail(f"{name}: -np {np} differs from one process in {differences(ref, got)}")
+    print(f"{name}: the same {len(ref)} files at N = 1, 2, 3")
+    return ref
+
+
+def main():
+    data = cu.shared_data()
+    if not data:
+        cu.skip("shared data not found (the enwiki excerpt)")
+    if subprocess.run(["which", "mpirun"], capture_output=True).returncode != 0:
+        cu.skip("mpirun not installed (openmpi-bin)")
+    text = os.path.join(data, ENWIKI)
+    vocab = os.path.join(data, "vocab", "bert-base-uncased-vocab.txt")
+    bert = ["-i", text, "--tokenizer", vocab, "--dupe-factor", 2, "--seq-len", 128]
+    gpt = ["--model", "gpt", "-i", text, "--tokenizer", os.path.join(data, "vocab", "gpt2-encoder.json")]
+    with cu.tempdir() as tmp:
+        plain = same_at_every_n(tmp, "bert", [*bert, "--num-shards", 5, "--valid-fraction", 0.1])
+        same_at_every_n(tmp, "bert-pack", [*bert, "--num-shards", 3, "--pack"])
+        same_at_every_n(tmp, "bert-bins", [*bert, "--num-shards", 2, "--bin-size", 32])
+        same_at_every_n(tmp, "bert-python", ["-i", text, "--tokenizer", vocab, "--dupe-factor", 1, "--rng", "python",
+                                             "--num-shards", 2])
+        same_at_every_n(tmp, "gpt-megatron", [*gpt, "--num-shards", 3, "--valid-fraction", 0.05])
+        same_at_every_n(tmp, "gpt-llmc", [*gpt, "--num-shards", 2, "--format", "llmc"])
+
+        # One failing rank ends the job, naming itself and why.
+        for stage in ("tokenize", "instances"):
+            r = run(3, [*bert, "--num-shards", 5, "-o", os.path.join(tmp, "fault")], rc=1,
+                    env={"PRETRAIN_FAULT": f"1:{stage}"})
+            if "rank 1 of 3" not in r.stderr or "fault injected" not in r.stderr:
+                fail(f"a failing rank ({stage}): the error does not name rank 1 and the reason:\n{r.stderr[-1500:]}")
+        print("a failing rank ends the job, naming itself")
+
+        # Interrupted, then resumed at another N.
+        args = [*bert, "--num-shards", 5, "--valid-fraction", 0.1]
+        for first, then in ((3, 2), (2, 1)):
+            out = os.path.join(tmp, f"resume-{first}-{then}")
+            run(first, [*args, "-o", out, "--stop-after-shards", 1], rc=1)
+            gone(out)
+            if os.path.exists(os.path.join(out, "manifest.json")) and cu.read_manifest(out)["complete"]:
+                fail(f"an interrupted {first}-rank run's manifest says complete")
+            run(then, [*args, "-o", out, "--resume"])
+            got = output(out)
+            if got != plain:
+                fail(f"interrupted at -np {first}, resumed at -np {then}: differs in {differences(plain, got)}")
+        print("interrupted at N = 3 and 2, resumed at N = 2 and 1: the uninterrupted bytes")
+    print("OK")
+
+
+if __name__ == "__main__":
+    main()
