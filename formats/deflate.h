@@ -16,9 +16,11 @@ namespace pretrain::deflate {
 enum class Codec { zlib, libdeflate, isal };
 const char* codec_name(Codec codec);
 
-// libdeflate: 3× zlib's compression speed at gzip level 4 for the same size, the same bytes on
-// every CPU (ISA-L picks SIMD code at run time; its output is not promised equal across them), and
-// inflate ~2.5× zlib's. scripts/bench/deflate.sh has the table.
+// libdeflate (scripts/bench/deflate.sh on our shards' chunks, one thread): ~2× zlib's deflate speed
+// at the same gzip level for a few % fewer bytes (its level 1 is 3.1× zlib level 4's speed for 1.7%
+// more), and 2.7× zlib's inflate speed on zlib's own streams. ISA-L deflates 2× faster again for
+// ~5% larger chunks, but it picks SIMD code at run time and does not promise the same bytes on every
+// CPU; libdeflate's are the same everywhere, and our shards' bytes should not depend on the machine.
 inline constexpr Codec kCompressor = Codec::libdeflate;
 inline constexpr Codec kInflater = Codec::libdeflate;
 
