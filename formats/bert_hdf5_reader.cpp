@@ -2,8 +2,8 @@
 // (hdf5_guards.h, and the chunk shapes here), then reads each dataset on one of two paths:
 // raw chunks located through the chunk index and inflated by us (formats/deflate.h) on oneTBB
 // workers (HDF5 holds one global lock, gzip inside H5Dread included), where the layout stores values
-// exactly as memory holds them; hyperslab reads through HDF5's filters and type conversion everywhere else, each
-// chunk checked once to decode to its full size before HDF5 reads it.
+// exactly as memory holds them; hyperslab reads through HDF5's filters and type conversion
+// everywhere else, each chunk checked once to decode to its full size before HDF5 reads it.
 #include "formats/bert_hdf5.h"
 
 #include <hdf5.h>
