@@ -4,8 +4,7 @@
 // than zlib's where both accept the stream is a bug, and so is refusing what zlib decodes to the
 // expected size. Ours may accept what zlib refuses (libdeflate ignores a header's window size
 // under 32 KiB, for one): Adler-32 still vouches for the bytes.
-#include <zlib.h>
-
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
