@@ -33,6 +33,12 @@ pretrain_require(BZIP2_FOUND "libbz2" libbz2-dev)
 find_package(ZLIB QUIET)
 pretrain_require(ZLIB_FOUND "zlib" zlib1g-dev)
 
+# Fast deflate/inflate of HDF5 chunks (formats/deflate.h); zlib stays the reference.
+pkg_check_modules(LIBDEFLATE QUIET IMPORTED_TARGET libdeflate)
+pretrain_require(LIBDEFLATE_FOUND "libdeflate" libdeflate-dev)
+pkg_check_modules(ISAL QUIET IMPORTED_TARGET libisal)
+pretrain_require(ISAL_FOUND "ISA-L" libisal-dev)
+
 find_package(EXPAT QUIET)
 pretrain_require(EXPAT_FOUND "libexpat" libexpat1-dev)
 

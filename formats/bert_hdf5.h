@@ -65,11 +65,16 @@ struct BertBatch {
   void set(int64_t i, const BertRecord& r);               // zero-pads; no range checks on values
 };
 
+// The gzip level our shards get unless asked otherwise. With libdeflate (formats/deflate.h) level 1
+// is within ~3% of the size of zlib's level 4, NVIDIA's files (h5py's compression="gzip"), for a
+// third of zlib's CPU time; scripts/bench/deflate.sh measures both.
+inline constexpr int kDefaultGzipLevel = 1;
+
 struct BertShardOptions {
   // Records per chunk (every chunk holds whole rows). 0 picks one so that an input_ids chunk is
   // about 256 KiB (512 records at seq_len 128); see bert_hdf5_writer.cpp for why.
   int64_t records_per_chunk = 0;
-  int gzip_level = 4;  // what NVIDIA's script gets from h5py's compression="gzip"
+  int gzip_level = kDefaultGzipLevel;  // 0–9, as gzip's
   // Chunks compressed concurrently (0: kDefaultInFlightChunks, 6 columns each, so 48 deflate tasks
   // at a time). Memory is bounded by 2 * in_flight chunks whatever N is. The file's bytes depend on
   // this number (and never on the thread count).

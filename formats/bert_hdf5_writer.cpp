@@ -1,12 +1,11 @@
 // BertShardWriter: records staged into row-block chunks, each chunk's columns (six, or ten in a
-// packed shard) deflated on
-// oneTBB workers while the previous generation is stored with direct chunk writes, so HDF5 (one
-// global lock in Debian's build) only moves compressed bytes.
+// packed shard) deflated on oneTBB workers (formats/deflate.h: the zlib-format streams HDF5's gzip
+// filter writes, by a faster library than zlib) while the previous generation is stored with direct
+// chunk writes, so HDF5 (one global lock in Debian's build) only moves compressed bytes.
 #include "formats/bert_hdf5.h"
 
 #include <hdf5.h>
 #include <tbb/task_group.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <array>
@@ -17,6 +16,7 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "formats/bert_hdf5_layout.h"
+#include "formats/deflate.h"
 #include "formats/hdf5_chunks.h"
 
 namespace pretrain {
@@ -42,37 +42,6 @@ namespace {
 // ~2000 chunks for parallel inflation.
 constexpr int64_t kTargetChunkBytes = 256 << 10;
 
-// zlib-format deflate (what HDF5's gzip filter writes) with one stream per worker thread, reset
-// between chunks instead of allocating its ~300 KiB of state for every chunk.
-size_t deflate_chunk(const uint8_t* src, size_t bytes, int level, std::vector<uint8_t>& out) {
-  struct Stream {
-    z_stream zs{};
-    int level = -1;
-    ~Stream() {
-      if (level >= 0) deflateEnd(&zs);
-    }
-  };
-  thread_local Stream s;
-  if (s.level != level) {
-    if (s.level >= 0) deflateEnd(&s.zs);
-    s.zs = z_stream{};
-    s.level = -1;
-    if (deflateInit(&s.zs, level) != Z_OK) throw Error(cat("zlib deflateInit failed at level ", level));
-    s.level = level;
-  } else {
-    deflateReset(&s.zs);
-  }
-  size_t bound = deflateBound(&s.zs, static_cast<uLong>(bytes));
-  if (out.size() < bound) out.resize(bound);  // grows once; later chunks reuse it
-  s.zs.next_in = const_cast<uint8_t*>(src);
-  s.zs.avail_in = static_cast<uInt>(bytes);
-  s.zs.next_out = out.data();
-  s.zs.avail_out = static_cast<uInt>(out.size());
-  int rc = deflate(&s.zs, Z_FINISH);
-  if (rc != Z_STREAM_END) throw Error(cat("zlib deflate failed (", rc, ")"));
-  return static_cast<size_t>(s.zs.total_out);
-}
-
 // One row-block: R whole records for every dataset, then each dataset's deflated bytes.
 struct WriteChunk {
   int64_t index = 0;  // chunk row index: records [index*R, index*R + rows)
@@ -85,7 +54,8 @@ struct WriteChunk {
     auto bytes = static_cast<size_t>(column_width(kColumns[column], data.seq_len, data.max_predictions, data.max_pack) *
                                      data.size) *
                  kColumns[column].elem;
-    deflated_size[column] = deflate_chunk(column_data(data, column), bytes, level, deflated[column]);
+    // deflate::compress keeps one compressor per worker thread and level.
+    deflated_size[column] = deflate::compress(column_data(data, column), bytes, level, deflated[column]);
   }
 };
 

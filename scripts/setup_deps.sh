@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake pkg-config git
   libhdf5-dev libicu-dev libsentencepiece-dev sentencepiece libtbb-dev
-  libzstd-dev zstd libbz2-dev bzip2 lbzip2 pbzip2 zlib1g-dev libexpat1-dev
+  libzstd-dev zstd libbz2-dev bzip2 lbzip2 pbzip2 zlib1g-dev libdeflate-dev libisal-dev libexpat1-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libxxhash-dev pybind11-dev
   python3 python3-dev python3-venv python3-numpy python3-h5py python3-torch python3-matplotlib

@@ -18,7 +18,7 @@ namespace pretrain {
 struct BertShardFillerOptions {
   int seq_len = 128;
   int max_predictions = 20;
-  int compression_level = 4;  // gzip level of the HDF5 chunks (0–9)
+  int compression_level = kDefaultGzipLevel;  // gzip level of the HDF5 chunks (0–9)
   TokenId32 mask_id = -1;     // [MASK], to count how each prediction was masked
   int histogram_seq_len = 0;  // the length histogram's range (0: seq_len); a bin's shards use the run's
   int max_pack = 0;           // --pack: instances per row, the packed datasets written; 0: not packed
@@ -33,7 +33,7 @@ struct BertStageOptions {
   BertInstanceOptions instances;  // seq_len, max_predictions, masked_lm_prob, short_seq_prob, whole_word_mask
   int dupe_factor = 10;
   uint64_t seed = 12345;
-  int compression_level = 4;
+  int compression_level = kDefaultGzipLevel;
   int bin_size = 0;  // --bin-size: LDDL's length bins (length_bins.h); 0: none
   int max_pack = 0;  // --pack's --max-pack: instances per packed row (packing.h); 0: not packed
   // UsageError naming the command-line option: the filler's limits, masked_lm_prob in (0, 1],
