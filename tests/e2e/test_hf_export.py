@@ -9,8 +9,10 @@ Checked:
     batch is ours within 1e-5 relative; AutoTokenizer.from_pretrained gives the token ids of our
     `tokenize` CLI on the sample's text (with and without special tokens);
   * save_pretrained of a small BertForPreTraining / GPT2LMHeadModel built here (no download):
-    our loss on a batch with those weights is HF's within 1e-5 relative, and the trainers start
-    from the directory (--init-from DIR) and train a step;
+    our loss on a batch with those weights is HF's within 1e-5 relative; and the trainers'
+    first-step loss with --init-from DIR is HF's on that step's batch (1e-5): the batch is the
+    whole data set (BERT: every record of the shards, the loss being a mean over them whatever
+    their order; GPT: one document of T + 1 tokens, Megatron's only sample at --seq-len T);
   * a config.json that disagrees with the model is an error naming the file and the field;
     an --export DIR whose shards' tokenizer is gone writes the model files and warns naming it.
 Skips (77) when transformers is not installed (scripts/setup_deps.sh puts it in .venv).
@@ -24,7 +26,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
 import compat_util as cu  # noqa: E402
 
-cu.require_venv_modules("torch", "transformers", "safetensors", "tokenizers")
+cu.require_venv_modules("torch", "transformers", "safetensors", "tokenizers", "h5py")
 
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
@@ -85,6 +87,47 @@ def loaded_cleanly(what, info, tied):
     missing = [k for k in info["missing_keys"] if k not in tied]
     check(f"{what}: from_pretrained finds every tensor", not missing and not info["unexpected_keys"],
           f"missing {missing}, unexpected {info['unexpected_keys']}")
+
+
+def first_step_loss(tool_args, tmp, name):
+    """The trainer's loss at step 1 (before any update), from its metrics.jsonl."""
+    logs = os.path.join(tmp, name)
+    r = tool(*tool_args, "--max-steps", 1, "--threads", 2, "--dropout", 0, "--log-dir", logs, check_rc=False)
+    if r.returncode != 0:
+        check(f"{name}: {tool_args[0]} runs", False, r.stderr[-500:])
+        return float("nan")
+    with open(os.path.join(logs, "metrics.jsonl")) as f:
+        return json.loads(f.readline())["loss"]
+
+
+def bert_records(shards):
+    """Every record of the shards, as HF's BertForPreTraining inputs (NVIDIA's HDF5 layout)."""
+    import h5py
+    import numpy as np
+    cols = {}
+    for name in sorted(os.listdir(shards)):
+        if name.endswith(".hdf5"):
+            with h5py.File(os.path.join(shards, name)) as h:
+                for k in h:
+                    cols.setdefault(k, []).append(np.asarray(h[k]))
+    c = {k: torch.from_numpy(np.concatenate(v).astype(np.int64)) for k, v in cols.items()}
+    labels = torch.full_like(c["input_ids"], -100)
+    for b in range(labels.shape[0]):
+        n = int((c["masked_lm_positions"][b] != 0).sum())  # 0 pads the slots past the last prediction
+        labels[b, c["masked_lm_positions"][b, :n]] = c["masked_lm_ids"][b, :n]
+    return {"input_ids": c["input_ids"], "attention_mask": c["input_mask"], "token_type_ids": c["segment_ids"],
+            "labels": labels, "next_sentence_label": c["next_sentence_labels"].reshape(-1)}
+
+
+def megatron_tokens(shards):
+    """The tokens of a one-shard Megatron set (.bin; its dtype from the .idx header)."""
+    import numpy as np
+    bins = [n for n in os.listdir(shards) if n.endswith(".bin")]
+    prefix = os.path.join(shards, bins[0][:-4])
+    with open(prefix + ".idx", "rb") as f:
+        code = f.read(18)[17]  # "MMIDIDX\0\0", u64 version, u8 dtype code
+    dtype = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 6: np.float64, 7: np.float32, 8: np.uint16}[code]
+    return np.fromfile(prefix + ".bin", dtype=dtype).astype(np.int64)
 
 
 # ---------------------------------------------------------------- batches
@@ -165,9 +208,16 @@ def bert(tmp, text, lines):
     with torch.no_grad():
         close("bert save_pretrained: loss on a batch", ours_loss("bert", shape, batch, hf_dir, tmp),
               made(**hf_batch).loss.item())
-    r = tool("bert_pretrain", "--data", shards, "--model", "tiny", "--max-steps", 1, "--batch-size", 8, "--threads", 2,
-             "--init-from", hf_dir, "--dropout", 0, check_rc=False)
-    check("bert_pretrain --init-from a save_pretrained directory", r.returncode == 0, r.stderr[-500:])
+    # The first step's batch is every record (one shard set, batch size = records): its loss is order-free.
+    whole = os.path.join(tmp, "bert-whole")
+    tool("make-pretraining-shards", "-q", "--model", "bert", "-i", docs, "--tokenizer", vocab_txt, "-o", whole,
+         "--seq-len", 64, "--max-predictions", 10, "--dupe-factor", 1, "--num-shards", 1)
+    records = sum(sh["records"] for sh in cu.read_manifest(whole)["shards"])
+    ours = first_step_loss(["bert_pretrain", "--data", whole, "--model", "tiny", "--batch-size", records,
+                            "--init-from", hf_dir], tmp, "bert-init")
+    with torch.no_grad():
+        close(f"bert_pretrain --init-from save_pretrained: step-1 loss ({records} records)", ours,
+              made(**bert_records(whole)).loss.item())
 
     # A config.json that disagrees with the model: the field is named.
     r = tool("bert_pretrain", "--data", shards, "--model", "tiny", "--hidden", 64, "--max-steps", 1, "--threads", 2,
@@ -223,9 +273,17 @@ def gpt(tmp, text, lines):
     with torch.no_grad():
         close("gpt save_pretrained: loss on a batch", ours_loss("gpt", shape, batch, hf_dir, tmp),
               gpt_loss(made, tokens, targets))
-    r = tool("gpt_pretrain", "--data", shards, "--model", "tiny", "--seq-len", 32, "--batch-size", 4, "--max-steps", 1,
-             "--threads", 2, "--init-from", hf_dir, check_rc=False)
-    check("gpt_pretrain --init-from a save_pretrained directory", r.returncode == 0, r.stderr[-500:])
+    # One document of T + 1 tokens (its end-of-document id included) is Megatron's only sample at --seq-len T.
+    one_doc, single = os.path.join(tmp, "one-doc.jsonl"), os.path.join(tmp, "gpt-one-doc")
+    with open(cu.test_data("sample-docs.jsonl")) as f, open(one_doc, "w") as out:
+        out.write(f.readline())
+    tool("make-pretraining-shards", "-q", "--model", "gpt", "-i", one_doc, "--tokenizer", vocab_json, "-o", single)
+    doc = torch.from_numpy(megatron_tokens(single)).reshape(1, -1)
+    ours = first_step_loss(["gpt_pretrain", "--data", single, "--model", "tiny", "--seq-len", doc.shape[1] - 1,
+                            "--batch-size", 1, "--init-from", hf_dir], tmp, "gpt-init")
+    with torch.no_grad():
+        close(f"gpt_pretrain --init-from save_pretrained: step-1 loss ({doc.shape[1]} tokens)", ours,
+              gpt_loss(made, doc[:, :-1], doc[:, 1:]))
     r = tool("gpt_pretrain", "--data", shards, "--model", "tiny", "--layers", 3, "--seq-len", 32, "--max-steps", 1,
              "--threads", 2, "--init-from", hf_dir, check_rc=False)
     check("gpt --init-from with other layers: an error naming config.json's field",
