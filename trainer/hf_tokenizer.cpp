@@ -1,6 +1,8 @@
 #include "trainer/hf_tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -51,16 +53,43 @@ std::string token(const Tokenizer& tok, const char* role) {
   return it == ids.end() ? std::string() : tok.id_to_token(it->second);
 }
 
-// Whether the tokenizer lowercases (strips accents): read off its behaviour, which folds in
-// --lowercase, a tokenizer.json's normalizer and the vocabulary's own casing alike.
+// Whether the tokenizer lowercases (strips accents) is read off its behaviour, which folds in
+// --lowercase, a tokenizer.json's normalizer and the vocabulary's own casing alike: a plain word of
+// its vocabulary, uppercased (accented), still encodes as that word when it does.
 bool folds(const Tokenizer& tok, std::string_view a, std::string_view b) { return tok.encode(a) == tok.encode(b); }
+
+// The first vocabulary entry of lowercase ASCII letters only (holding `letter` when given).
+std::optional<std::string> plain_word(const Tokenizer& tok, char letter = 0) {
+  for (int64_t id = 0; id < tok.vocab_size(); ++id) {
+    const std::string t = tok.id_to_token(TokenId(id));
+    const bool plain = !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+    if (plain && (!letter || t.find(letter) != std::string::npos)) return t;
+  }
+  return std::nullopt;
+}
+
+bool lowercases(const Tokenizer& tok) {
+  const std::string word = plain_word(tok).value_or("abcdefghijklmnopqrstuvwxyz");
+  std::string upper = word;
+  for (char& c : upper) c = char(c - 'a' + 'A');
+  return folds(tok, upper, word);
+}
+
+// null (HF: follow do_lower_case) when the vocabulary has no plain word with an 'e' to accent.
+nlohmann::json strips_accents(const Tokenizer& tok) {
+  const std::optional<std::string> word = plain_word(tok, 'e');
+  if (!word) return nullptr;
+  std::string accented = *word;
+  accented.replace(accented.find('e'), 1, "\xc3\xa9");  // é
+  return folds(tok, accented, *word);
+}
 
 void write_wordpiece(const std::string& dir, const Tokenizer& tok, int64_t max_length) {
   std::string vocab;
   for (int64_t id = 0; id < tok.vocab_size(); ++id) vocab += tok.id_to_token(TokenId(id)) + "\n";
   write_file_atomic(path_join(dir, "vocab.txt"), vocab);
-  const bool lower = folds(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz");
-  const bool strip = folds(tok, "\xc3\xa9\xc3\xa0\xc3\xbc", "eau");
+  const bool lower = lowercases(tok);
+  const json strip = strips_accents(tok);
   json specials = json::object();
   for (const char* role : {"unk", "sep", "pad", "cls", "mask"})
     if (std::string t = token(tok, role); !t.empty()) specials[cat(role, "_token")] = t;
@@ -124,6 +153,7 @@ bool write_hf_tokenizer(const std::string& dir, const std::string& manifest_path
              manifest_path, " says ", manifest.tokenizer.vocab_hash, "); model files only");
     return false;
   }
+  make_dirs(dir);
   if (tok->kind() == "wordpiece") {
     write_wordpiece(dir, *tok, model_max_length);
   } else if (tok->kind() == "bpe") {
