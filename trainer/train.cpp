@@ -18,6 +18,8 @@
 #include "loader/loader.h"
 #include "trainer/checkpoint.h"
 #include "common/communicator.h"
+#include "trainer/hf_format.h"
+#include "trainer/hf_tokenizer.h"
 #include "trainer/metrics.h"
 #include "trainer/parallel/data_parallel.h"
 #include "trainer/parallel/grid.h"
@@ -76,8 +78,12 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--save-interval", r.save_interval, "steps between checkpoints (0: at the end only)");
   app.add_option("--checkpoint-dir", r.checkpoint_dir, "where checkpoints go");
   app.add_flag("--resume", r.resume, "continue from the newest checkpoint in --checkpoint-dir");
-  app.add_option("--init-from", r.init_from, "start from these safetensors weights");
-  app.add_option("--export", r.export_path, "write the final weights as safetensors (HF / nanoGPT names)");
+  app.add_option("--init-from", r.init_from,
+                 "start from these weights: a .safetensors file of ours, or a Hugging Face directory (an --export DIR, "
+                 "or transformers' save_pretrained of BertForPreTraining / GPT2LMHeadModel)");
+  app.add_option("--export", r.export_path,
+                 "write the final weights: FILE.safetensors (HF / nanoGPT names), or a directory that transformers' "
+                 "from_pretrained reads (config.json, model.safetensors, the shards' tokenizer)");
   app.add_option("--log-dir", r.log_dir, "write metrics.jsonl here");
   EvalOptions& e = o.eval;
   app.add_option("--eval-data", e.data,
@@ -533,7 +539,7 @@ int train(TrainOptions o, const Fault& fault) {
   Optimizer optimizer(o.optimizer, model, &grid.data(), o.parallel.zero == 1, &grid.model(), &grid.tensor());
   PipelineRunner pipeline(model, grid.pipeline(), grid.pipeline_rank(), grid.pipeline_size());
   DataParallel data_parallel(grid, tensor_group, model, optimizer, o.parallel.bucket_mb);
-  if (!run.init_from.empty()) import_weights(model, read_safetensors(run.init_from), run.init_from);  // each rank its shard
+  if (!run.init_from.empty()) import_weights(model, read_init_weights(run.init_from, config), run.init_from);  // each rank its shard
   else model.init_weights(run.seed);
 
   std::optional<Evaluation> evaluation = make_evaluation(o, grid, device, preset, loader);
@@ -639,7 +645,13 @@ int train(TrainOptions o, const Fault& fault) {
   if (!run.checkpoint_dir.empty() && done.step < run.max_steps) save(run.max_steps);
   if (!run.export_path.empty()) {
     const auto weights = export_weights(model, &grid);  // a collective: whole tensors on rank 0
-    if (world.rank() == 0) {
+    if (world.rank() == 0 && is_hf_directory(run.export_path)) {
+      // HF's vocabulary is the tokenizer's: --vocab-size padding rows stay behind.
+      const int64_t vocab = loader.vocab_size() ? loader.vocab_size() : config.vocab_size;
+      write_hf_model(run.export_path, config, weights, vocab, loader.special_ids());
+      const bool with_tokenizer = write_hf_tokenizer(run.export_path, find_shards_manifest(o.data.sources), config.max_positions);
+      log_info("Hugging Face model ", with_tokenizer ? "and tokenizer " : "", "written to ", run.export_path);
+    } else if (world.rank() == 0) {
       write_safetensors(run.export_path, weights, {{"format", "pt"}, {"model", config.describe()}});
       log_info("weights written to ", run.export_path);
     }

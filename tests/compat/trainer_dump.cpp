@@ -7,6 +7,7 @@
 // masked_lm_positions, masked_lm_ids, next_sentence_labels; GPT tokens, targets.
 // Out: loss (and mlm_loss, nsp_loss), logits, grad.<parameter> for every parameter, and with
 // --steps K the losses of K optimizer steps on the same batch ("step_losses").
+// --weights may be a Hugging Face directory, read as --init-from reads it (tests/e2e/test_hf_export.py).
 #include <cstdio>
 #include <sstream>
 
@@ -14,6 +15,7 @@
 #include "common/error.h"
 #include "optimizer_flags.h"
 #include "trainer/checkpoint.h"
+#include "trainer/hf_format.h"
 
 using namespace pretrain;
 
@@ -48,7 +50,7 @@ int main(int argc, char** argv) {
     c.hidden_dropout = c.attention_dropout = 0.0f;
     Device cpu = open_device("cpu", max_threads());
     Model model(c, cpu);
-    import_weights(model, read_safetensors(weights_path), weights_path);
+    import_weights(model, read_init_weights(weights_path, c), weights_path);  // a file of ours or an HF directory
     const auto batch = read_safetensors(batch_path);
     std::vector<int32_t> ids, types, mask, positions, mlm_ids, nsp, targets;
     ModelInputs mi;

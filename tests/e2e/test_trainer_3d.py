@@ -49,7 +49,7 @@ def main():
     with cu.tempdir() as tmp:
         shards = cu.sample_shards(tmp, mpi.repeated_docs(tmp, 16), bert_dupe=2)
         for kind in ("bert", "gpt"):
-            export = lambda n: ["--export", os.path.join(tmp, n + ".st")]  # noqa: E731
+            export = lambda n: ["--export", os.path.join(tmp, n + ".safetensors")]  # noqa: E731
             ref, ref_name = train(kind, shards[kind], tmp, (1, 1, 1), 20, *export(f"{kind}-ref"))
             runs = [(layout, ()) for layout in LAYOUTS[1:]]
             runs += [((1, 2, 1), ("--sequence-parallel",)), ((1, 1, 2), ("--virtual-stages", 2)),
@@ -59,7 +59,7 @@ def main():
                 got, _ = train(kind, shards[kind], tmp, layout, 20, *extra, *export(f"{kind}-{i}"),
                                name=f"{kind}-{i}")
                 mpi.close_losses(f"{what} against (1,1,1)", got, ref)
-                mpi.close_weights(what, os.path.join(tmp, f"{kind}-{i}.st"), os.path.join(tmp, f"{kind}-ref.st"))
+                mpi.close_weights(what, os.path.join(tmp, f"{kind}-{i}.safetensors"), os.path.join(tmp, f"{kind}-ref.safetensors"))
 
         # A checkpoint of whole tensors, whatever the layout: saved at (1,2,2) at step 10, resumed
         # at (2,1,2) and at (1,1,1).

@@ -132,12 +132,12 @@ def main():
         shards = cu.sample_shards(tmp, repeated_docs(tmp, 8), bert_dupe=2)
 
         for kind in ("bert", "gpt"):
-            ref = train(kind, shards[kind], tmp, f"{kind}-1", 1, 8, 50, "--export", os.path.join(tmp, f"{kind}-1.st"))
+            ref = train(kind, shards[kind], tmp, f"{kind}-1", 1, 8, 50, "--export", os.path.join(tmp, f"{kind}-1.safetensors"))
             for np in (2, 4):
                 got = train(kind, shards[kind], tmp, f"{kind}-{np}", np, 8 // np, 50,
-                            "--export", os.path.join(tmp, f"{kind}-{np}.st"))
+                            "--export", os.path.join(tmp, f"{kind}-{np}.safetensors"))
                 close_losses(f"{kind}: {np} ranks × {8 // np} against 1 rank × 8", got, ref)
-                close_weights(f"{kind}: {np} ranks", os.path.join(tmp, f"{kind}-{np}.st"), os.path.join(tmp, f"{kind}-1.st"))
+                close_weights(f"{kind}: {np} ranks", os.path.join(tmp, f"{kind}-{np}.safetensors"), os.path.join(tmp, f"{kind}-1.safetensors"))
             # Accumulation, inside the first epoch (10 steps; the repeated sample holds more).
             one = train(kind, shards[kind], tmp, f"{kind}-one", 1, 8, 10)
             acc = train(kind, shards[kind], tmp, f"{kind}-acc", 1, 2, 10, "--grad-accum", 4)

@@ -32,12 +32,12 @@ def main():
     with cu.tempdir() as tmp:
         shards = cu.sample_shards(tmp, mpi.repeated_docs(tmp, 16), bert_dupe=2)
         for kind in ("bert", "gpt"):
-            st = lambda n: ["--device", "cuda", "--export", os.path.join(tmp, n + ".st")]  # noqa: E731
+            st = lambda n: ["--device", "cuda", "--export", os.path.join(tmp, n + ".safetensors")]  # noqa: E731
             ref, _ = grid.train(kind, shards[kind], tmp, (1, 1, 1), 20, *st(f"{kind}-1"), name=f"{kind}-gpu-111")
             got, _ = grid.train(kind, shards[kind], tmp, (1, 2, 2), 20, *st(f"{kind}-4"), name=f"{kind}-gpu-122")
             mpi.close_losses(f"{kind} (1,2,2) on 4 GPUs against 1 GPU", got, ref)
-            mpi.close_weights(f"{kind} (1,2,2) on 4 GPUs", os.path.join(tmp, f"{kind}-4.st"),
-                              os.path.join(tmp, f"{kind}-1.st"))
+            mpi.close_weights(f"{kind} (1,2,2) on 4 GPUs", os.path.join(tmp, f"{kind}-4.safetensors"),
+                              os.path.join(tmp, f"{kind}-1.safetensors"))
     mpi.finish()
 
 

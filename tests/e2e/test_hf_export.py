@@ -1,0 +1,313 @@
+"""--export DIR and --init-from DIR against Hugging Face transformers, on the bundled sample.
+
+Our side of each loss is tests/compat/trainer_dump: our model on a batch this test writes, its
+weights read from the directory by the function --init-from uses (read_init_weights), dropout off.
+Checked:
+  * BERT tiny (WordPiece shards) and GPT tiny (GPT-2 byte-level BPE shards, the BPE trained here
+    with HF tokenizers) train a few steps and --export a directory; BertForPreTraining /
+    GPT2LMHeadModel.from_pretrained load it with nothing missing or unexpected, and their loss on a
+    batch is ours within 1e-5 relative; AutoTokenizer.from_pretrained gives the token ids of our
+    `tokenize` CLI on the sample's text (with and without special tokens);
+  * save_pretrained of a small BertForPreTraining / GPT2LMHeadModel built here (no download):
+    our loss on a batch with those weights is HF's within 1e-5 relative; and the trainers'
+    first-step loss with --init-from DIR is HF's on that step's batch (1e-5): the batch is the
+    whole data set (BERT: every record of the shards, the loss being a mean over them whatever
+    their order; GPT: one document of T + 1 tokens, Megatron's only sample at --seq-len T);
+  * a config.json that disagrees with the model is an error naming the file and the field;
+    an --export DIR whose shards' tokenizer is gone writes the model files and warns naming it.
+Skips (77) when transformers is not installed (scripts/setup_deps.sh puts it in .venv).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
+import compat_util as cu  # noqa: E402
+
+cu.require_venv_modules("torch", "transformers", "safetensors", "tokenizers", "h5py")
+
+import torch  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
+from transformers import (AutoTokenizer, BertConfig, BertForPreTraining, GPT2Config,  # noqa: E402
+                          GPT2LMHeadModel)
+
+torch.set_num_threads(2)
+failures = []
+
+
+def check(what, ok, detail=""):
+    print(f"{'ok  ' if ok else 'FAIL'} {what}{': ' + detail if detail else ''}")
+    if not ok:
+        failures.append(f"{what}: {detail}")
+
+
+def close(what, ours, theirs, tol=1e-5):
+    err = abs(ours - theirs) / max(abs(theirs), 1e-12)
+    check(what, err <= tol, f"ours {ours:.8f} HF {theirs:.8f} (relative {err:.1e})")
+
+
+def tool(*args, check_rc=True):
+    r = subprocess.run([cu.tool(args[0]), *map(str, args[1:])], capture_output=True, text=True, timeout=600)
+    if check_rc and r.returncode != 0:
+        print(r.stdout + r.stderr)
+        sys.exit(f"{' '.join(map(str, args))}: exit {r.returncode}")
+    return r
+
+
+def sample_text(tmp):
+    """The sample's documents as plain text (one line each), for the BPE trainer and `tokenize`."""
+    path = os.path.join(tmp, "docs.txt")
+    with open(cu.test_data("sample-docs.jsonl")) as f, open(path, "w") as out:
+        for line in f:
+            out.write(json.loads(line)["text"].replace("\n", " ") + "\n")
+    return path
+
+
+def our_ids(tokenizer, text_path, *flags):
+    r = tool("tokenize", "--tokenizer", tokenizer, "-i", text_path, *flags)
+    return [[int(x) for x in line.split()] for line in r.stdout.splitlines()]
+
+
+def hf_model_files(d, *tokenizer_files):
+    for f in ("config.json", "model.safetensors", *tokenizer_files):
+        check(f"{os.path.basename(d)}/{f} written", os.path.exists(os.path.join(d, f)))
+
+
+def ours_loss(kind, shape, batch, weights_dir, tmp):
+    bpath, out = os.path.join(tmp, "batch.safetensors"), os.path.join(tmp, "out.safetensors")
+    save_file({k: v.float().contiguous() for k, v in batch.items()}, bpath)
+    tool("trainer_dump", "--kind", kind, "--shape", ",".join(map(str, shape)), "--batch", bpath,
+         "--weights", weights_dir, "--out", out, "--threads", 2)
+    return load_file(out)["loss"].item()
+
+
+def loaded_cleanly(what, info, tied):
+    missing = [k for k in info["missing_keys"] if k not in tied]
+    check(f"{what}: from_pretrained finds every tensor", not missing and not info["unexpected_keys"],
+          f"missing {missing}, unexpected {info['unexpected_keys']}")
+
+
+def first_step_loss(tool_args, tmp, name):
+    """The trainer's loss at step 1 (before any update), from its metrics.jsonl."""
+    logs = os.path.join(tmp, name)
+    r = tool(*tool_args, "--max-steps", 1, "--threads", 2, "--dropout", 0, "--log-dir", logs, check_rc=False)
+    if r.returncode != 0:
+        check(f"{name}: {tool_args[0]} runs", False, r.stderr[-500:])
+        return float("nan")
+    with open(os.path.join(logs, "metrics.jsonl")) as f:
+        return json.loads(f.readline())["loss"]
+
+
+def bert_records(shards):
+    """Every record of the shards, as HF's BertForPreTraining inputs (NVIDIA's HDF5 layout)."""
+    import h5py
+    import numpy as np
+    cols = {}
+    for name in sorted(os.listdir(shards)):
+        if name.endswith(".hdf5"):
+            with h5py.File(os.path.join(shards, name)) as h:
+                for k in h:
+                    cols.setdefault(k, []).append(np.asarray(h[k]))
+    c = {k: torch.from_numpy(np.concatenate(v).astype(np.int64)) for k, v in cols.items()}
+    labels = torch.full_like(c["input_ids"], -100)
+    for b in range(labels.shape[0]):
+        n = int((c["masked_lm_positions"][b] != 0).sum())  # 0 pads the slots past the last prediction
+        labels[b, c["masked_lm_positions"][b, :n]] = c["masked_lm_ids"][b, :n]
+    return {"input_ids": c["input_ids"], "attention_mask": c["input_mask"], "token_type_ids": c["segment_ids"],
+            "labels": labels, "next_sentence_label": c["next_sentence_labels"].reshape(-1)}
+
+
+def megatron_tokens(shards):
+    """The tokens of a one-shard Megatron set (.bin; its dtype from the .idx header)."""
+    import numpy as np
+    bins = [n for n in os.listdir(shards) if n.endswith(".bin")]
+    prefix = os.path.join(shards, bins[0][:-4])
+    with open(prefix + ".idx", "rb") as f:
+        code = f.read(18)[17]  # "MMIDIDX\0\0", u64 version, u8 dtype code
+    dtype = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 6: np.float64, 7: np.float32, 8: np.uint16}[code]
+    return np.fromfile(prefix + ".bin", dtype=dtype).astype(np.int64)
+
+
+# ---------------------------------------------------------------- batches
+def bert_batch(tok, lines, T=48, P=6):
+    """Sentence pairs from the sample, P positions masked ([MASK] in the input), NSP labels 0/1."""
+    enc = tok([lines[0][:200], lines[1][:200]], [lines[2][:200], lines[3][:200]], truncation=True, max_length=T,
+              padding="max_length", return_tensors="pt")
+    ids, types, mask = enc["input_ids"].clone(), enc["token_type_ids"], enc["attention_mask"]
+    B = ids.shape[0]
+    positions = torch.zeros(B, P, dtype=torch.long)
+    for b in range(B):
+        positions[b] = torch.arange(1, 1 + 3 * P, 3)[:P]
+    mlm_ids = torch.gather(ids, 1, positions)
+    labels = torch.full_like(ids, -100)
+    labels.scatter_(1, positions, mlm_ids)
+    ids.scatter_(1, positions, tok.mask_token_id)
+    nsp = torch.tensor([0, 1])
+    ours = {"input_ids": ids, "segment_ids": types, "input_mask": mask, "masked_lm_positions": positions,
+            "masked_lm_ids": mlm_ids, "next_sentence_labels": nsp}
+    theirs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": labels,
+              "next_sentence_label": nsp}
+    return ours, theirs
+
+
+def gpt_batch(ids, B=2, T=32):
+    seq = torch.tensor(ids[:B * (T + 1)]).reshape(B, T + 1)
+    return seq[:, :-1], seq[:, 1:]
+
+
+def gpt_loss(model, tokens, targets):
+    logits = model(input_ids=tokens).logits
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)).item()
+
+
+# ---------------------------------------------------------------- BERT
+def bert(tmp, text, lines):
+    docs = cu.test_data("sample-docs.jsonl")
+    wordpiece, shards, export = (os.path.join(tmp, n) for n in ("wordpiece", "bert-shards", "bert-hf"))
+    tool("train-tokenizer", "-q", "--kind", "wordpiece", "--vocab-size", 1000, "-o", wordpiece, docs)
+    vocab_txt = os.path.join(wordpiece, "vocab.txt")
+    tool("make-pretraining-shards", "-q", "--model", "bert", "-i", docs, "--tokenizer", vocab_txt, "-o", shards,
+         "--seq-len", 64, "--max-predictions", 10, "--dupe-factor", 2)
+    tool("bert_pretrain", "--data", shards, "--model", "tiny", "--max-steps", 5, "--batch-size", 8, "--lr", "1e-3",
+         "--threads", 2, "--seed", 7, "--export", export)
+    hf_model_files(export, "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+    cfg = json.load(open(os.path.join(export, "config.json")))
+    V = cu.read_manifest(shards)["tokenizer"]["vocab_size"]
+    check("bert config.json: the tokenizer's vocabulary, BertForPreTraining",
+          cfg["vocab_size"] == V and cfg["architectures"] == ["BertForPreTraining"], json.dumps(cfg))
+
+    tok = AutoTokenizer.from_pretrained(export)
+    ours = our_ids(vocab_txt, text)
+    check("bert tokenizer: AutoTokenizer's ids are the tokenize CLI's",
+          [tok(line, add_special_tokens=False)["input_ids"] for line in lines] == ours, type(tok).__name__)
+    ours_special = our_ids(vocab_txt, text, "--add-special-tokens")
+    check("bert tokenizer: with [CLS]/[SEP] too", [tok(line)["input_ids"] for line in lines] == ours_special)
+
+    model, info = BertForPreTraining.from_pretrained(export, attn_implementation="eager", output_loading_info=True)
+    loaded_cleanly("bert export", info, {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"})
+    model.eval()
+    batch, hf_batch = bert_batch(tok, lines)
+    shape = (2, 128, 2, 512, V, 512)
+    with torch.no_grad():
+        close("bert export: loss on a batch", ours_loss("bert", shape, batch, export, tmp), model(**hf_batch).loss.item())
+
+    # save_pretrained of transformers' own model → our loss and a training step from it.
+    hf_dir = os.path.join(tmp, "bert-saved")
+    torch.manual_seed(1)
+    made = BertForPreTraining(BertConfig(vocab_size=V, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                                         intermediate_size=512, hidden_dropout_prob=0.0,
+                                         attention_probs_dropout_prob=0.0, attn_implementation="eager")).eval()
+    with torch.no_grad():
+        for n, p in made.named_parameters():
+            if n.endswith("bias"):
+                p.normal_(0, 0.02)  # HF starts them at 0: nonzero, a wrong mapping of any shows
+    made.save_pretrained(hf_dir)
+    print("save_pretrained wrote:", sorted(load_file(os.path.join(hf_dir, "model.safetensors")))[:3], "…")
+    with torch.no_grad():
+        close("bert save_pretrained: loss on a batch", ours_loss("bert", shape, batch, hf_dir, tmp),
+              made(**hf_batch).loss.item())
+    # The first step's batch is every record (one shard set, batch size = records): its loss is order-free.
+    whole = os.path.join(tmp, "bert-whole")
+    tool("make-pretraining-shards", "-q", "--model", "bert", "-i", docs, "--tokenizer", vocab_txt, "-o", whole,
+         "--seq-len", 64, "--max-predictions", 10, "--dupe-factor", 1, "--num-shards", 1)
+    records = sum(sh["records"] for sh in cu.read_manifest(whole)["shards"])
+    ours = first_step_loss(["bert_pretrain", "--data", whole, "--model", "tiny", "--batch-size", records,
+                            "--init-from", hf_dir], tmp, "bert-init")
+    with torch.no_grad():
+        close(f"bert_pretrain --init-from save_pretrained: step-1 loss ({records} records)", ours,
+              made(**bert_records(whole)).loss.item())
+
+    # A config.json that disagrees with the model: the field is named.
+    r = tool("bert_pretrain", "--data", shards, "--model", "tiny", "--hidden", 64, "--max-steps", 1, "--threads", 2,
+             "--init-from", hf_dir, check_rc=False)
+    check("bert --init-from with another hidden size: an error naming config.json's field",
+          r.returncode != 0 and "config.json" in r.stderr and "hidden_size" in r.stderr, r.stderr[-300:])
+    return shards
+
+
+# ---------------------------------------------------------------- GPT
+def gpt(tmp, text, lines):
+    from tokenizers import ByteLevelBPETokenizer
+    bpe_dir, shards, export = (os.path.join(tmp, n) for n in ("bpe", "gpt-shards", "gpt-hf"))
+    os.makedirs(bpe_dir)
+    trainer = ByteLevelBPETokenizer()
+    trainer.train([text], vocab_size=400, min_frequency=2, special_tokens=["<|endoftext|>"], show_progress=False)
+    trainer.save_model(bpe_dir)
+    vocab_json = os.path.join(bpe_dir, "vocab.json")
+    tool("make-pretraining-shards", "-q", "--model", "gpt", "-i", cu.test_data("sample-docs.jsonl"), "--tokenizer",
+         vocab_json, "-o", shards)
+    tool("gpt_pretrain", "--data", shards, "--model", "tiny", "--seq-len", 32, "--batch-size", 4, "--max-steps", 5,
+         "--lr", "3e-3", "--threads", 2, "--seed", 7, "--export", export)
+    hf_model_files(export, "vocab.json", "merges.txt", "tokenizer_config.json")
+    cfg = json.load(open(os.path.join(export, "config.json")))
+    V = cu.read_manifest(shards)["tokenizer"]["vocab_size"]
+    check("gpt config.json: the tokenizer's vocabulary, GPT2LMHeadModel",
+          cfg["vocab_size"] == V and cfg["architectures"] == ["GPT2LMHeadModel"], json.dumps(cfg))
+
+    tok = AutoTokenizer.from_pretrained(export)
+    ours = our_ids(vocab_json, text)
+    check("gpt tokenizer: AutoTokenizer's ids are the tokenize CLI's",
+          [tok(line, add_special_tokens=False)["input_ids"] for line in lines] == ours, type(tok).__name__)
+
+    model, info = GPT2LMHeadModel.from_pretrained(export, attn_implementation="eager", output_loading_info=True)
+    loaded_cleanly("gpt export", info, {"lm_head.weight"})
+    model.eval()
+    tokens, targets = gpt_batch(ours[0] + ours[1])
+    shape = (2, 128, 2, 512, V, 1024)
+    batch = {"tokens": tokens, "targets": targets}
+    with torch.no_grad():
+        close("gpt export: loss on a batch", ours_loss("gpt", shape, batch, export, tmp), gpt_loss(model, tokens, targets))
+
+    hf_dir = os.path.join(tmp, "gpt-saved")
+    torch.manual_seed(3)
+    made = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=1024, n_embd=128, n_layer=2, n_head=2,
+                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                      attn_implementation="eager")).eval()
+    with torch.no_grad():
+        for n, p in made.named_parameters():
+            if n.endswith("bias"):
+                p.normal_(0, 0.02)
+    made.save_pretrained(hf_dir)
+    with torch.no_grad():
+        close("gpt save_pretrained: loss on a batch", ours_loss("gpt", shape, batch, hf_dir, tmp),
+              gpt_loss(made, tokens, targets))
+    # One document of T + 1 tokens (its end-of-document id included) is Megatron's only sample at --seq-len T.
+    one_doc, single = os.path.join(tmp, "one-doc.jsonl"), os.path.join(tmp, "gpt-one-doc")
+    with open(cu.test_data("sample-docs.jsonl")) as f, open(one_doc, "w") as out:
+        out.write(f.readline())
+    tool("make-pretraining-shards", "-q", "--model", "gpt", "-i", one_doc, "--tokenizer", vocab_json, "-o", single)
+    doc = torch.from_numpy(megatron_tokens(single)).reshape(1, -1)
+    ours = first_step_loss(["gpt_pretrain", "--data", single, "--model", "tiny", "--seq-len", doc.shape[1] - 1,
+                            "--batch-size", 1, "--init-from", hf_dir], tmp, "gpt-init")
+    with torch.no_grad():
+        close(f"gpt_pretrain --init-from save_pretrained: step-1 loss ({doc.shape[1]} tokens)", ours,
+              gpt_loss(made, doc[:, :-1], doc[:, 1:]))
+    r = tool("gpt_pretrain", "--data", shards, "--model", "tiny", "--layers", 3, "--seq-len", 32, "--max-steps", 1,
+             "--threads", 2, "--init-from", hf_dir, check_rc=False)
+    check("gpt --init-from with other layers: an error naming config.json's field",
+          r.returncode != 0 and "config.json" in r.stderr and "n_layer" in r.stderr, r.stderr[-300:])
+
+    # The tokenizer gone since the shards were made: the model files, and a warning naming it.
+    shutil.rmtree(bpe_dir)
+    gone = os.path.join(tmp, "gpt-hf-no-tokenizer")
+    r = tool("gpt_pretrain", "--data", shards, "--model", "tiny", "--seq-len", 32, "--batch-size", 4, "--max-steps", 1,
+             "--threads", 2, "--export", gone)
+    hf_model_files(gone)
+    check("--export without the shards' tokenizer: a warning naming its path",
+          vocab_json in r.stdout + r.stderr and not os.path.exists(os.path.join(gone, "vocab.json")),
+          (r.stdout + r.stderr)[-300:])
+
+
+def main():
+    with cu.tempdir() as tmp:
+        text = sample_text(tmp)
+        with open(text) as f:
+            lines = f.read().splitlines()
+        bert(tmp, text, lines)
+        gpt(tmp, text, lines)
+    cu.finish(failures)
+
+
+main()
