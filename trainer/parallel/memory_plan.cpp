@@ -138,7 +138,10 @@ std::string format_plan(const MemoryPlan& plan) {
   for (const StagePlan& s : plan.stages) {
     const int first = s.stage * t * d, last = first + t * d - 1;
     std::string slots;
-    for (int k : s.slots) slots += (slots.empty() ? "" : ",") + std::to_string(k);
+    for (int k : s.slots) {
+      if (!slots.empty()) slots += ',';
+      slots += std::to_string(k);
+    }
     rows.push_back({std::to_string(s.stage), last > first ? cat(first, "-", last) : cat(first),
                     human_count(double(s.parameters)), mib(double(s.weights)), mib(double(s.grads)),
                     mib(double(s.optimizer)), mib(double(s.optimizer_zero1)), mib(double(s.activations)),
