@@ -62,7 +62,7 @@ fi
 
 fuzz_seconds=${PRETRAIN_FUZZ_SECONDS:-5}
 if [[ "$fuzz_seconds" != 0 ]] && command -v clang++ >/dev/null; then
-  step "fuzz smoke: ${fuzz_seconds}s per target (build-fuzz/)"
+  step "fuzz smoke: ${fuzz_seconds}s per target (${PRETRAIN_FUZZ_BUILD:-build-fuzz}/)"
   PRETRAIN_FUZZ_SEED=${PRETRAIN_FUZZ_SEED:-1} scripts/fuzz.sh --all "$fuzz_seconds"
 elif [[ "$fuzz_seconds" != 0 ]]; then
   echo "fuzz smoke skipped: clang++ not found (apt-get install clang libclang-rt-14-dev)"
