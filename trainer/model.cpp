@@ -92,6 +92,12 @@ int64_t count_predictions(const int32_t* positions, int64_t B, int64_t P) {
   return n;
 }
 
+int64_t count_instances(const Device& d, const int32_t* labels, int64_t n) {
+  std::vector<int32_t> h(static_cast<size_t>(n));
+  if (n) copy_to_host(d, h.data(), labels, h.size() * sizeof(int32_t));
+  return std::count_if(h.begin(), h.end(), [](int32_t v) { return v >= 0; });
+}
+
 double train_flops_per_sample(const ModelConfig& c, int64_t T, double masked, double instances) {
   const double C = double(c.hidden), L = double(c.layers), I = double(c.intermediate), V = double(c.vocab_size);
   const double layer_matmuls = 4 * C * C + 2 * C * I;  // qkv, projection, fc, fc projection
@@ -302,13 +308,6 @@ void dropout(const Device& d, float* x, int64_t n, uint64_t key, float p, int64_
   if (key != 0 && p > 0) launch(d, n, Dropout{x, x, key, p, offset});
 }
 
-
-// The instances among n NSP slots: labels ≥ 0 (a packed row's empty slots are −1).
-int64_t count_instances(const Device& d, const int32_t* labels, int64_t n) {
-  std::vector<int32_t> h(static_cast<size_t>(n));
-  if (n) copy_to_host(d, h.data(), labels, h.size() * sizeof(int32_t));
-  return std::count_if(h.begin(), h.end(), [](int32_t v) { return v >= 0; });
-}
 
 double sum_losses(const Device& d, const float* losses, int64_t n) {
   std::vector<float> h(static_cast<size_t>(n));

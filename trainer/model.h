@@ -129,6 +129,8 @@ struct Losses {
 // Predictions of a BERT batch as NVIDIA's run_pretraining.py counts them (kernels::MaskedPositions):
 // per sample, the positions before the first 0. `positions` is [B, P] host memory.
 int64_t count_predictions(const int32_t* positions, int64_t B, int64_t P);
+// The instances among n NSP slots on the device: labels ≥ 0 (a packed row's empty slots are −1).
+int64_t count_instances(const Device& d, const int32_t* labels, int64_t n);
 
 class Model {
  public:

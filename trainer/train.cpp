@@ -261,13 +261,12 @@ ModelInputs inputs_of(const Batch& b, ModelKind kind) {
   return in;
 }
 
-// The instances a BERT batch holds: one per row, or a packed batch's NSP labels ≥ 0 (−1: an empty
-// slot), read from the device as the masked positions are.
-int64_t count_instances(const Batch& b, const Device& device, std::vector<int32_t>& scratch) {
+// The instances a BERT batch holds: one per row, or a packed batch's NSP labels ≥ 0 (the model's
+// own count, read from the device as the masked positions are).
+int64_t instances_of(const Batch& b, const Device& device) {
   if (!b.packed()) return b.size;
-  scratch.resize(size_t(b.next_sentence_labels.numel()));
-  copy_to_host(device, scratch.data(), b.next_sentence_labels.data, scratch.size() * sizeof(int32_t));
-  return std::count_if(scratch.begin(), scratch.end(), [](int32_t v) { return v >= 0; });
+  return count_instances(device, static_cast<const int32_t*>(b.next_sentence_labels.data),
+                         b.next_sentence_labels.numel());
 }
 
 // A step's micro-batches, and what its mean losses divide by: the predictions (BERT) or tokens
@@ -289,7 +288,7 @@ StepBatch next_step(Loader& loader, const TrainOptions& o, const Communicator& d
   const bool bert = o.kind == ModelKind::bert;
   StepBatch s;
   int64_t counts[3] = {0, 0, 0};  // predictions (BERT) or tokens (GPT), samples (instances), rows
-  std::vector<int32_t> positions, labels;
+  std::vector<int32_t> positions;
   for (int64_t m = 0; m < o.data.grad_accum; ++m) {
     std::optional<Batch> b = loader.next();
     if (!b) b = loader.next();  // the epoch ended: the next one starts
@@ -298,7 +297,7 @@ StepBatch next_step(Loader& loader, const TrainOptions& o, const Communicator& d
       positions.resize(size_t(b->masked_lm_positions.numel()));
       copy_to_host(device, positions.data(), b->masked_lm_positions.data, positions.size() * sizeof(int32_t));
       counts[0] += count_predictions(positions.data(), b->size, b->masked_lm_positions.shape[1]);
-      counts[1] += count_instances(*b, device, labels);
+      counts[1] += instances_of(*b, device);
     } else {
       counts[0] += b->size * b->tokens.shape[1];
       counts[1] += b->size;
