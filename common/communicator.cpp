@@ -290,4 +290,14 @@ bool Communicator::Request::test() {
   return done != 0;
 }
 
+void fault_point(const char* stage) {
+  const char* e = std::getenv("PRETRAIN_FAULT");
+  if (!e) return;
+  const std::string spec = e;
+  const size_t colon = spec.find(':');
+  if (colon == std::string::npos || spec.substr(colon + 1) != stage) return;
+  if (std::atoi(spec.substr(0, colon).c_str()) == Communicator::world().rank())
+    throw Error(cat(stage, ": fault injected by PRETRAIN_FAULT=", spec));
+}
+
 }  // namespace pretrain

@@ -85,4 +85,9 @@ class Communicator {
   void* comm_ = nullptr;  // MPI_Comm, when distributed
 };
 
+// A test seam of the tools that run under mpirun: PRETRAIN_FAULT=RANK:STAGE makes that rank of the
+// world throw an Error as `stage` begins (the tests check that one failing rank ends the whole job,
+// naming itself). Does nothing without the variable.
+void fault_point(const char* stage);
+
 }  // namespace pretrain

@@ -54,7 +54,9 @@ struct Chunk {
 // The input between two consecutive candidate boundaries (or a piece of plain input), plus the
 // decode result the parallel stage adds.
 struct Span {
-  enum class Kind { plain, header, block, stream_end };
+  // skip: range mode's bytes before the first candidate (the tail of a block the rank before
+  // this one decodes).
+  enum class Kind { plain, header, block, stream_end, skip };
   Kind kind = Kind::plain;
   std::shared_ptr<const Chunk> chunk;
   uint64_t begin_bit = 0, end_bit = 0;  // absolute bit offsets in the input
@@ -87,8 +89,11 @@ bool is_stream_header(uint64_t four_bytes) {
 // Serial stage 1: reads the input in pieces and cuts it at every candidate magic.
 class Scanner {
  public:
-  Scanner(int fd, const Bz2ReaderOptions& options)
-      : fd_(fd), read_size_(std::max<size_t>(options.read_size, 64)) {
+  // `bz2` and `level`: what the file's first four bytes say, for range mode (start_byte > 0),
+  // where the scan starts elsewhere.
+  Scanner(int fd, const Bz2ReaderOptions& options, bool bz2, int level)
+      : fd_(fd), read_size_(std::max<size_t>(options.read_size, 64)), start_byte_(options.start_byte),
+        range_bz2_(bz2), range_level_(level) {
     for (uint64_t bit : options.fake_block_magics) fakes_.push_back({bz2::MagicKind::block, bit});
     for (uint64_t bit : options.fake_stream_ends) fakes_.push_back({bz2::MagicKind::stream_end, bit});
     std::sort(fakes_.begin(), fakes_.end(), [](auto& a, auto& b) { return a.bit < b.bit; });
@@ -155,6 +160,7 @@ class Scanner {
 
   void start() {
     chunk_ = std::make_shared<Chunk>();
+    if (start_byte_ > 0) return start_range();
     read_more(*chunk_);
     const auto& b = chunk_->bytes;
     bz2_ = b.size() >= 4 && is_stream_header(uint64_t{b[0]} << 24 | b[1] << 16 | b[2] << 8 | b[3]);
@@ -162,6 +168,20 @@ class Scanner {
       level_ = b[3] - '0';
       span_kind_ = Span::Kind::header;
       scan_from_ = 32;
+    }
+  }
+
+  // Range mode: the fd is already at start_byte_. A stream header may lie anywhere before, so
+  // blocks decode with the first stream's level until a stream header says otherwise (dumps use
+  // one level throughout; a larger level than a block's would decode it too).
+  void start_range() {
+    chunk_->base = start_byte_;
+    read_more(*chunk_);
+    bz2_ = range_bz2_;
+    if (bz2_) {
+      level_ = range_level_;
+      span_kind_ = Span::Kind::skip;
+      span_begin_ = scan_from_ = start_byte_ * 8;
     }
   }
 
@@ -241,6 +261,9 @@ class Scanner {
 
   int fd_;
   size_t read_size_;
+  uint64_t start_byte_;
+  bool range_bz2_;
+  int range_level_;
   std::vector<bz2::Magic> fakes_;
   std::shared_ptr<Chunk> chunk_;
   bool eof_ = false, done_ = false, bz2_ = false, plain_sent_ = false;
@@ -255,8 +278,9 @@ class Scanner {
 // before the damage is delivered first.
 class Stitcher {
  public:
-  Stitcher(std::string name, Scanner& scanner, std::atomic<uint64_t>& consumed)
-      : name_(std::move(name)), scanner_(scanner), consumed_(consumed) {}
+  // `range`: the scan starts in the middle of the input (Bz2ReaderOptions::start_byte).
+  Stitcher(std::string name, Scanner& scanner, std::atomic<uint64_t>& consumed, bool range)
+      : name_(std::move(name)), scanner_(scanner), consumed_(consumed), synced_(!range), crc_valid_(!range) {}
 
   std::shared_ptr<Bz2Piece> accept(std::shared_ptr<Span> span) {
     auto piece = std::make_shared<Bz2Piece>();
@@ -267,15 +291,7 @@ class Stitcher {
       } else if (!pending_.empty()) {
         on_pending(span, *piece);
       } else {
-        switch (span->kind) {
-          case Span::Kind::plain:
-            piece->plain_ = span;
-            set_consumed(span->end_bit / 8);
-            break;
-          case Span::Kind::header: on_header(*span, *piece); break;
-          case Span::Kind::block: on_block(span, *piece); break;
-          case Span::Kind::stream_end: on_stream_end(*span, *piece); break;
-        }
+        dispatch(span, *piece);
       }
     }
     piece->compressed_end_ = consumed_.load(std::memory_order_relaxed);
@@ -286,6 +302,23 @@ class Stitcher {
   uint64_t blocks() const { return blocks_; }
 
  private:
+  void dispatch(const std::shared_ptr<Span>& span, Bz2Piece& piece) {
+    switch (span->kind) {
+      case Span::Kind::plain:
+        piece.plain_ = span;
+        piece.begin_bit_ = span->begin_bit;
+        set_consumed(span->end_bit / 8);
+        break;
+      case Span::Kind::header: on_header(*span, piece); break;
+      case Span::Kind::block: on_block(span, piece); break;
+      case Span::Kind::stream_end: on_stream_end(*span, piece); break;
+      case Span::Kind::skip:
+        set_consumed(span->end_bit / 8);
+        if (span->at_eof || span->cut) finish();  // no block starts in the range
+        break;
+    }
+  }
+
   std::exception_ptr wrap_read_error(const Span& span) {
     try {
       std::rethrow_exception(span.read_error);
@@ -313,6 +346,8 @@ class Stitcher {
     stream_crc_ = (stream_crc_ << 1 | stream_crc_ >> 31) ^ crc;
     ++blocks_;
     piece.decoded_ = std::move(decoded);
+    piece.begin_bit_ = first.begin_bit;
+    synced_ = true;
     set_consumed(end_bit / 8);
   }
 
@@ -333,7 +368,8 @@ class Stitcher {
       if (span->at_eof) fail(piece, span->end_bit, "the file ends without the end-of-stream marker (truncated)");
       else if (span->cut) fail(piece, span->end_bit, "no bz2 block boundary follows");
     } else if (span->at_eof || span->cut) {
-      fail(piece, span->begin_bit, block_failure(*span, span->result.error));
+      if (synced_) fail(piece, span->begin_bit, block_failure(*span, span->result.error));
+      else finish();  // nothing decodes in the range: the rank before reads on to the end
     } else {
       pending_ = {span};
     }
@@ -363,6 +399,7 @@ class Stitcher {
 
   // A failed block waits here: the next boundary may be a chance occurrence of a magic inside it.
   void on_pending(const std::shared_ptr<Span>& span, Bz2Piece& piece) {
+    if (!synced_) return on_pending_unsynced(span, piece);
     const Span& first = *pending_.front();
     bool next_is_real = (span->kind == Span::Kind::block && span->result.ok) ||
                         (span->kind == Span::Kind::stream_end && looks_like_stream_end(*span));
@@ -385,6 +422,35 @@ class Stitcher {
     }
   }
 
+  // Range mode before the first block: the pending spans began at a chance magic, at a damaged
+  // block (the rank before reports it), or at a real block that a chance magic cut. A span that
+  // decodes alone is the first block; otherwise the first run of pending spans that decodes
+  // joined is (a suffix: its start must be a real boundary).
+  void on_pending_unsynced(const std::shared_ptr<Span>& span, Bz2Piece& piece) {
+    bool next_is_real = (span->kind == Span::Kind::block && span->result.ok) ||
+                        (span->kind == Span::Kind::stream_end && looks_like_stream_end(*span));
+    if (next_is_real) {
+      pending_.clear();
+      return dispatch(span, piece);
+    }
+    pending_.push_back(span);
+    while (pending_.size() > 1 && (span->end_bit - pending_.front()->begin_bit) / 8 > kMaxSpanBytes)
+      pending_.erase(pending_.begin());
+    for (size_t k = 0; k + 1 < pending_.size(); ++k) {
+      if (pending_[k]->kind != Span::Kind::block) continue;
+      std::vector<bz2::BitRange> parts;
+      for (size_t i = k; i < pending_.size(); ++i) parts.push_back(pending_[i]->bits());
+      bz2::BlockResult merged = bz2::decode_block(parts, pending_[k]->level);
+      if (!merged.ok) continue;
+      auto keep = pending_[k];
+      pending_.clear();
+      deliver_block(*keep, std::move(merged.decoded), span->end_bit, piece);
+      if (span->at_eof) fail(piece, span->end_bit, "the file ends without the end-of-stream marker (truncated)");
+      return;
+    }
+    if (span->at_eof || span->cut) finish();
+  }
+
   // Bits after an end-of-stream magic at the span's start: stored CRC, padding to a byte, then
   // the end of the input or the next stream's "BZh1"…"BZh9" right before the next candidate.
   bool looks_like_stream_end(const Span& span) const {
@@ -395,15 +461,20 @@ class Stitcher {
   }
 
   void on_stream_end(const Span& span, Bz2Piece& piece) {
+    if (!synced_ && !looks_like_stream_end(span)) {  // a chance magic before the range's first block
+      if (span.at_eof || span.cut) finish();
+      return;
+    }
     if (span.size() < 80)
       return fail(piece, span.begin_bit, span.at_eof ? "the file ends inside the end-of-stream marker (truncated)"
                                                      : "corrupt end-of-stream marker");
     uint32_t stored = static_cast<uint32_t>(span.read(48, 32));
-    if (stored != stream_crc_)
+    if (crc_valid_ && stored != stream_crc_)
       return fail(piece, span.begin_bit, cat("stream CRC mismatch: the end-of-stream marker stores ", stored,
                                              ", the blocks give ", stream_crc_));
     ++streams_;
     stream_crc_ = 0;
+    crc_valid_ = true;  // range mode: the next stream is read from its first block
     uint64_t q = (span.begin_bit + 80 + 7) / 8 * 8;  // the byte after the padding
     set_consumed(std::min(q, span.end_bit) / 8);
     if (span.at_eof && span.end_bit <= q) return finish();
@@ -428,6 +499,8 @@ class Stitcher {
   uint32_t stream_crc_ = 0;
   uint64_t streams_ = 0, blocks_ = 0;
   bool finished_ = false;
+  bool synced_;     // a block was delivered (range mode starts false)
+  bool crc_valid_;  // stream_crc_ covers the stream from its first block
 };
 
 // The parallel stage: a block span decoded on its own (the stitcher merges and retries spans
@@ -461,15 +534,36 @@ Bz2Reader::Bz2Reader(int fd, std::string name, Bz2ReaderOptions options) : name_
   }
   fd_ = fd;
   struct stat st {};
-  if (::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) {
+  const bool regular = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+  if (regular) {
     input_size_ = static_cast<uint64_t>(st.st_size);
     ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  }
+  bool range_bz2 = false;
+  int range_level = 9;
+  if (options.start_byte > 0) {
+    if (!regular) {
+      if (owns_fd_) ::close(fd_);
+      throw UsageError(Where{name_}, "reading from a byte offset needs a regular file, not a pipe");
+    }
+    unsigned char head[4] = {};
+    if (::pread(fd_, head, 4, 0) == 4) {
+      uint64_t four = uint64_t{head[0]} << 24 | head[1] << 16 | head[2] << 8 | head[3];
+      range_bz2 = bz2_detail::is_stream_header(four);
+      if (range_bz2) range_level = head[3] - '0';
+    }
+    if (::lseek(fd_, static_cast<off_t>(options.start_byte), SEEK_SET) < 0) {
+      const int seek_errno = errno;
+      if (owns_fd_) ::close(fd_);
+      errno = seek_errno;
+      throw_errno("cannot seek in", name_);
+    }
   }
   if (options.threads <= 0) options.threads = max_threads();
   max_in_flight_ = options.max_in_flight > 0 ? options.max_in_flight : 2 * static_cast<size_t>(options.threads) + 2;
   threads_ = options.threads;
-  scanner_ = std::make_unique<bz2_detail::Scanner>(fd_, options);
-  stitcher_ = std::make_unique<bz2_detail::Stitcher>(name_, *scanner_, consumed_);
+  scanner_ = std::make_unique<bz2_detail::Scanner>(fd_, options, range_bz2, range_level);
+  stitcher_ = std::make_unique<bz2_detail::Stitcher>(name_, *scanner_, consumed_, options.start_byte > 0);
 }
 
 Bz2Reader::~Bz2Reader() {
@@ -518,6 +612,7 @@ void Bz2Reader::for_each_piece(const std::function<void(std::string_view bytes)>
   if (error) std::rethrow_exception(error);
 }
 
+void Bz2Reader::stop() { scanner_->stop(); }
 bool Bz2Reader::is_bz2() const { return scanner_->is_bz2(); }
 uint64_t Bz2Reader::streams() const { return stitcher_->streams(); }
 uint64_t Bz2Reader::blocks() const { return stitcher_->blocks(); }

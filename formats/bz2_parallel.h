@@ -32,6 +32,13 @@ struct Bz2ReaderOptions {
   int threads = 0;               // blocks decoded at once; 0: max_threads()
   size_t max_in_flight = 0;      // pieces alive at once (bounds memory); 0: 2 × threads + 2
   size_t read_size = 8u << 20;   // input bytes read at a time
+  // Range mode (mpirun wikiprep gives each rank a byte range of the dump): start at the first bz2
+  // block that begins at or after this byte of a regular file and decodes (a candidate magic that
+  // is chance, or a damaged block, is skipped: the rank before this one decodes up to the first
+  // block that does decode, and reports any damage itself), or at exactly this byte of plain
+  // input. The first stream's CRC cannot be checked from the middle; later streams' are. 0: the
+  // whole input, as usual.
+  uint64_t start_byte = 0;
 
   // For tests only: bit offsets treated as block-magic / end-of-stream-magic candidates in
   // addition to those the scan finds, to exercise the handling of chance occurrences.
@@ -53,6 +60,9 @@ class Bz2Piece {
     if (error_) std::rethrow_exception(error_);
   }
   uint64_t compressed_end() const { return compressed_end_; }  // input bytes behind this piece
+  // Where this piece's input starts, in bits: a block's magic, or plain input's first byte × 8.
+  // Ranges of one input are cut at the first non-empty piece starting at or after a byte.
+  uint64_t compressed_begin_bit() const { return begin_bit_; }
 
  private:
   friend class bz2_detail::Stitcher;
@@ -60,6 +70,7 @@ class Bz2Piece {
   std::shared_ptr<const bz2_detail::Span> plain_;  // passthrough bytes, not copied
   std::exception_ptr error_;
   uint64_t compressed_end_ = 0;
+  uint64_t begin_bit_ = 0;
 };
 
 class Bz2Reader {
@@ -90,6 +101,10 @@ class Bz2Reader {
   // bz2 source of compressed_input.h, so both give the same bytes and errors. Use instead of the
   // two above.
   std::shared_ptr<Bz2Piece> next_piece();
+
+  // Ends the input early: the scan stops, and the pieces already in flight are the last. For a
+  // consumer that has all it wants (a wikiprep rank past the end of its range).
+  void stop();
 
   // Progress: compressed input bytes behind the pieces produced so far; the input size (0 when
   // unknown, e.g. a pipe).

@@ -114,6 +114,21 @@ void DocShardWriter::add(const Document& doc) {
   if (finished_) throw Error(Where{dir_}, "add() after finish()");
   size_t before = pending_.size();
   size_t replaced = append_doc_json_line(doc, pending_);
+  add_pending_line(before, replaced);
+}
+
+void DocShardWriter::add_serialized(std::string_view line, uint64_t replaced) {
+  if (finished_) throw Error(Where{dir_}, "add_serialized() after finish()");
+  if (line.empty() || line.back() != '\n' || line.find('\n') != line.size() - 1)
+    throw Error(Where{dir_}, "add_serialized(): expected one JSON line ending in a newline");
+  size_t before = pending_.size();
+  pending_.append(line);
+  add_pending_line(before, replaced);
+}
+
+// The line at pending_[before..] is one document: it opens a new shard when it would take the
+// current one past shard_bytes.
+void DocShardWriter::add_pending_line(size_t before, uint64_t replaced) {
   size_t line_bytes = pending_.size() - before;
   if (shard_ && shard_->records > 0 && shard_->jsonl_bytes + line_bytes > options_.shard_bytes) {
     // The new line starts the next shard: compress what came before it and close this one.

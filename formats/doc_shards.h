@@ -8,6 +8,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/manifest.h"
@@ -43,6 +44,10 @@ class DocShardWriter {
 
   // Invalid UTF-8 in any field is written as U+FFFD (one per maximal invalid subpart) and counted.
   void add(const Document& doc);
+  // One document already serialized by append_doc_json_line (its line, newline included), with the
+  // invalid UTF-8 that serializing it replaced: mpirun wikiprep's ranks serialize their documents
+  // and the ranks that write a shard add them. Shards are cut as add() cuts them.
+  void add_serialized(std::string_view line, uint64_t replaced = 0);
   // Closes the current shard now (if it holds any document); the next add() starts a new one.
   void close_shard();
   // Closes the last shard and writes manifest.json. The manifest is `base` (tool, args, stats …)
@@ -63,6 +68,7 @@ class DocShardWriter {
  private:
   struct Shard;
   void open_shard();
+  void add_pending_line(size_t before, uint64_t replaced);
   void compress(const char* data, size_t n, bool end);
   void flush_pending(bool end);
 

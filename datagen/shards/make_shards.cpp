@@ -127,18 +127,6 @@ void check_options(const MakeShardsOptions& o) {
   }
 }
 
-// A test seam: PRETRAIN_FAULT=RANK:STAGE (tokenize, instances, write) makes that rank fail as the
-// stage begins (the tests check that one failing rank ends the whole job, naming itself).
-void fault_point(const char* stage) {
-  const char* e = std::getenv("PRETRAIN_FAULT");
-  if (!e) return;
-  const std::string spec = e;
-  const size_t colon = spec.find(':');
-  if (colon == std::string::npos || spec.substr(colon + 1) != stage) return;
-  if (std::stoi(spec.substr(0, colon)) == Communicator::world().rank())
-    throw Error(cat(stage, ": fault injected by PRETRAIN_FAULT=", spec));
-}
-
 // Rank 0's answer, on every rank (the ranks must agree on what to do next).
 bool rank0_says(bool answer) {
   uint8_t b = answer;

@@ -13,12 +13,14 @@
 #include <optional>
 
 #include "common/cli.h"
+#include "common/communicator.h"
 #include "common/file.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/manifest.h"
 #include "common/progress.h"
 #include "common/utf8.h"
+#include "datagen/wikiprep/page_range.h"
 #include "datagen/wikiprep/wikitext.h"
 #include "datagen/wikiprep/xml_pages.h"
 #include "formats/bz2_parallel.h"
@@ -84,11 +86,26 @@ uint64_t code_points(std::string_view s) {
   return n;
 }
 
+// A document as its shard holds it: a JSON line, or the sentence lines (the writer adds the blank
+// line after them). Returns the invalid UTF-8 replaced. mpirun ranks keep documents so in parts.
+uint64_t serialize(WikiprepFormat format, const Item& item, std::string& out) {
+  if (format == WikiprepFormat::jsonl) return append_doc_json_line(item.doc, out);
+  out.append(item.sentences);
+  return item.repaired;
+}
+
+// The bytes a serialized document takes in a shard: what the size rule of --shard-bytes counts.
+uint64_t shard_bytes_of(WikiprepFormat format, std::string_view serialized) {
+  return format == WikiprepFormat::jsonl ? serialized.size() : SentenceTextWriter::document_bytes(serialized);
+}
+
 // Where documents go: the zstd JSON-lines shards, or Google's sentence text.
 class ShardOutput {
  public:
   virtual ~ShardOutput() = default;
   virtual void add(const Item& item) = 0;  // may commit the shard before it
+  // The same for a document serialize() made (with the invalid UTF-8 that replaced).
+  virtual void add_serialized(std::string_view serialized, uint64_t replaced) = 0;
   virtual void close_shard() = 0;
   virtual const std::vector<ShardEntry>& shards() const = 0;  // committed by this run
   virtual uint64_t text_bytes() const = 0;                    // by this run, uncompressed
@@ -101,6 +118,7 @@ class DocsOutput final : public ShardOutput {
  public:
   DocsOutput(const std::string& dir, DocShardOptions options) : writer_(dir, std::move(options)) {}
   void add(const Item& item) override { writer_.add(item.doc); }
+  void add_serialized(std::string_view line, uint64_t replaced) override { writer_.add_serialized(line, replaced); }
   void close_shard() override { writer_.close_shard(); }
   const std::vector<ShardEntry>& shards() const override { return writer_.shards(); }
   uint64_t text_bytes() const override { return writer_.jsonl_bytes(); }
@@ -118,15 +136,16 @@ class SentencesOutput final : public ShardOutput {
   SentencesOutput(std::string dir, uint64_t shard_bytes, uint64_t first_index)
       : dir_(std::move(dir)), shard_bytes_(shard_bytes), next_index_(first_index) {}
 
-  void add(const Item& item) override {
-    uint64_t bytes = SentenceTextWriter::document_bytes(item.sentences);
+  void add(const Item& item) override { add_serialized(item.sentences, item.repaired); }
+  void add_serialized(std::string_view lines, uint64_t replaced) override {
+    uint64_t bytes = SentenceTextWriter::document_bytes(lines);
     if (file_ && file_->documents() > 0 && file_->bytes_written() + bytes > shard_bytes_) close_shard();
     if (!file_)
       file_ = std::make_unique<SentenceTextWriter>(
           path_join(dir_, wikiprep_shard_name(WikiprepFormat::sentences, next_index_++)));
-    file_->add_document(item.sentences);
+    file_->add_document(lines);
     text_bytes_ += bytes;
-    invalid_ += item.repaired;
+    invalid_ += replaced;
   }
   void close_shard() override {
     if (!file_) return;
@@ -155,6 +174,91 @@ class SentencesOutput final : public ShardOutput {
   std::vector<ShardEntry> shards_;
 };
 
+// An mpirun rank's documents, serialized into one file of its own (`<part>.data`) with each one's
+// size (`<part>.sizes`, little-endian uint64): the ranks that write the shards read them back. No
+// shard is committed while parts are written, so the pipeline never checkpoints.
+class PartOutput final : public ShardOutput {
+ public:
+  PartOutput(const std::string& part, WikiprepFormat format) : data_(part + ".data"), format_(format) {}
+  void add(const Item& item) override {
+    line_.clear();
+    invalid_ += serialize(format_, item, line_);
+    data_.write(line_);
+    sizes_.push_back(line_.size());
+    text_bytes_ += shard_bytes_of(format_, line_);
+  }
+  void add_serialized(std::string_view, uint64_t) override { throw std::logic_error("PartOutput::add_serialized"); }
+  void close_shard() override {}
+  const std::vector<ShardEntry>& shards() const override { return none_; }
+  uint64_t text_bytes() const override { return text_bytes_; }
+  uint64_t invalid_utf8_replaced() const override { return invalid_; }
+  Manifest finish(Manifest base) override { return base; }
+
+  const std::vector<uint64_t>& sizes() const { return sizes_; }
+  uint64_t data_bytes() const { return data_.bytes_written(); }
+  void commit(const std::string& part) {
+    data_.commit();
+    AtomicFile sizes(part + ".sizes");
+    sizes.write(sizes_.data(), sizes_.size() * sizeof(uint64_t));
+    sizes.commit();
+  }
+
+ private:
+  AtomicFile data_;
+  WikiprepFormat format_;
+  std::string line_;
+  std::vector<uint64_t> sizes_;
+  uint64_t text_bytes_ = 0, invalid_ = 0;
+  std::vector<ShardEntry> none_;
+};
+
+// Reads a part's documents back in order, from its data file and their sizes.
+class PartReader {
+ public:
+  PartReader(const std::string& part) : path_(part + ".data"), file_(std::fopen(path_.c_str(), "rb")) {
+    if (!file_) throw_errno("cannot open", path_);
+    std::setvbuf(file_, nullptr, _IOFBF, 1 << 20);
+  }
+  ~PartReader() { std::fclose(file_); }
+  PartReader(const PartReader&) = delete;
+  PartReader& operator=(const PartReader&) = delete;
+  void skip(uint64_t bytes) {
+    if (::fseeko(file_, static_cast<off_t>(bytes), SEEK_CUR) != 0) throw_errno("cannot seek in", path_);
+  }
+  std::string_view next(uint64_t size) {
+    doc_.resize(size);
+    if (std::fread(doc_.data(), 1, size, file_) != size)
+      throw Error(Where{path_}, cat("expected ", size, " more bytes of a document (the part is shorter than its sizes say)"));
+    return doc_;
+  }
+
+ private:
+  std::string path_;
+  std::FILE* file_;
+  std::string doc_;
+};
+
+std::vector<uint64_t> read_sizes(const std::string& part) {
+  std::string bytes = read_file(part + ".sizes");
+  if (bytes.size() % sizeof(uint64_t) != 0)
+    throw Error(Where{part + ".sizes"}, "expected a whole number of 8-byte sizes");
+  std::vector<uint64_t> sizes(bytes.size() / sizeof(uint64_t));
+  std::memcpy(sizes.data(), bytes.data(), bytes.size());
+  return sizes;
+}
+
+// Where shards start in the documents of the ranks' parts, in dump order: the --shard-bytes rule
+// run over the document sizes, handed from rank to rank (the shard open at the end of a part goes
+// on in the next).
+struct ShardCursor {
+  uint64_t index = 0;  // of the open shard, or of the next one when none is open
+  uint64_t open_docs = 0, open_bytes = 0;
+};
+
+struct ShardStart {
+  uint64_t index = 0, doc = 0, byte = 0;  // shard index; the part's document and byte it starts at
+};
+
 // "docs-00012.jsonl.zst" → 12 when it is one of this format's shard names.
 std::optional<uint64_t> shard_index(WikiprepFormat format, const std::string& name) {
   std::string prefix = std::string(shard_prefix(format)) + "-", suffix = shard_suffix(format);
@@ -173,6 +277,7 @@ class Wikiprep {
   explicit Wikiprep(const WikiprepOptions& options) : o_(options) {}
 
   WikiprepStats run() {
+    if (Communicator::world().distributed()) return run_ranks(Communicator::world());
     auto start = std::chrono::steady_clock::now();
     check_options();
     make_dirs(o_.output_dir);
@@ -187,15 +292,235 @@ class Wikiprep {
       remove_outputs_from(0);
     }
     counts_ = baseline_;
-    open_output();
+    open_output(kept_.size());
     checkpoint(counts_);
     process(reader);
     WikiprepStats stats = finish(reader, start);
+    remove_parts();  // an interrupted mpirun run's, now of no use
     log_summary(stats);
     return stats;
   }
 
  private:
+  // The ranks' parts (.work/wikiprep-part-*) and .work itself once empty.
+  void remove_parts() const {
+    const std::string work = path_join(o_.output_dir, ".work");
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(work, ec))
+      if (entry.path().filename().string().starts_with("wikiprep-part-")) std::filesystem::remove(entry.path(), ec);
+    if (std::filesystem::is_empty(work, ec) && !ec) std::filesystem::remove(work, ec);
+  }
+
+  // ---- mpirun: the ranks share the dump --------------------------------------------------------
+  //
+  // 1. Rank r reads bytes [r·size/N, (r+1)·size/N) of the dump (a bz2 range from its first block;
+  //    PageRangeFeeder says which pages are its own) through the usual pipeline, and writes its
+  //    documents serialized into .work/wikiprep-part-R-of-N.{data,sizes} and a .json that marks
+  //    the part done (a --resume at the same N keeps done parts).
+  // 2. The --shard-bytes rule runs over the documents' sizes from rank to rank, so every rank
+  //    knows where the shards start; each rank writes the shards that start in its part (reading
+  //    on into the next parts for the last one) with the same writer and rule as one process.
+  // 3. Rank 0 gathers the counts and shard lists and writes the manifest, as one process would.
+  // A rank that fails ends the job (wikiprep_main aborts it); the manifest says complete=false
+  // until the end, and shards are always rewritten (parts are the checkpoints).
+  WikiprepStats run_ranks(const Communicator& world) {
+    auto start = std::chrono::steady_clock::now();
+    check_options();
+    if (o_.input == "-") throw UsageError("under mpirun every rank reads the dump itself: give a file, not stdin");
+    if (o_.stop_after_shards) throw UsageError("--stop-after-shards is for one process, not under mpirun");
+    const int rank = world.rank(), ranks = world.size();
+    const uint64_t size = file_size(o_.input);
+    file_size_ = size;
+    ranked_ = true;
+    {
+      Bz2Reader probe(o_.input);
+      base_ = base_manifest(probe);
+      auto piece = probe.next_piece();  // the first bytes say whether it is bz2
+      input_is_bz2_ = probe.is_bz2();
+    }
+    std::optional<WikiprepStats> done;
+    if (rank == 0) {
+      make_dirs(o_.output_dir);
+      if (o_.resume) done = load_resume_point();
+      if (!done) {
+        if (!kept_.empty()) log_info("under mpirun the shards are written again from the ranks' parts");
+        kept_.clear();
+        skip_pages_ = 0;
+        baseline_ = Counts();
+        remove_outputs_from(0);
+        Manifest m = base_;
+        m.complete = false;
+        m.stats = counts_to_json(Counts());
+        m.extra["resume"] = {{"pages_seen", 0}, {"shards", 0}};
+        m.write(path_join(o_.output_dir, kManifestName));
+        make_dirs(path_join(o_.output_dir, ".work"));
+      }
+    }
+    uint8_t complete = done.has_value();
+    world.broadcast(&complete, 1, 0);
+    if (complete) return done ? *done : WikiprepStats{};
+
+    const std::string part = path_join(o_.output_dir, cat(".work/wikiprep-part-", rank, "-of-", ranks));
+    const json key = {{"input", base_.extra["input"]}, {"options", options_json()}, {"part", {rank, ranks}}};
+    json summary;
+    std::vector<uint64_t> sizes;
+    fault_point("part");
+    if (o_.resume && load_part(part, key, summary, sizes)) {
+      log_info("--resume: rank ", rank, "'s part is done: ", sizes.size(), " documents");
+    } else {
+      summary = make_part(part, key, size * uint64_t(rank) / uint64_t(ranks), size * uint64_t(rank + 1) / uint64_t(ranks), sizes);
+    }
+
+    // 2. Where shards start: the rule handed down the ranks, then everyone's part sizes.
+    fault_point("shards");
+    ShardCursor cursor;
+    if (rank > 0) world.recv(&cursor, sizeof cursor, rank - 1, 7001);
+    std::vector<ShardStart> starts;
+    uint64_t byte = 0;
+    for (uint64_t i = 0; i < sizes.size(); ++i) {
+      uint64_t bytes = o_.format == WikiprepFormat::jsonl ? sizes[i] : sizes[i] + 1;
+      if (cursor.open_docs > 0 && cursor.open_bytes + bytes > o_.shard_bytes) cursor = {cursor.index + 1, 0, 0};
+      if (cursor.open_docs == 0) starts.push_back({cursor.index, i, byte});
+      ++cursor.open_docs;
+      cursor.open_bytes += bytes;
+      byte += sizes[i];
+    }
+    if (rank + 1 < ranks) world.send(&cursor, sizeof cursor, rank + 1, 7001);
+    // Per rank: documents, and how many of them (and bytes) finish the shard open at its start.
+    const uint64_t prefix_docs = starts.empty() ? sizes.size() : starts.front().doc;
+    const uint64_t prefix_bytes = starts.empty() ? byte : starts.front().byte;
+    std::vector<uint64_t> mine = {sizes.size(), prefix_docs, prefix_bytes}, all(3 * size_t(ranks));
+    world.all_gather(mine.data(), all.data(), mine.size() * sizeof(uint64_t));
+
+    // Rank 0 keeps its writer for the manifest (format-specific parts of it), as one process does.
+    if (!starts.empty() || rank == 0) {
+      kept_.clear();
+      open_output(starts.empty() ? 0 : starts.front().index);
+    }
+    if (!starts.empty()) write_shards(part, sizes, starts.front(), ranks, all);
+    std::vector<ShardEntry> written;
+    if (out_) {
+      out_->close_shard();
+      written = out_->shards();
+      if (written.size() != starts.size())
+        throw Error(Where{o_.output_dir}, cat("rank ", rank, " wrote ", written.size(), " shards where the plan has ",
+                                              starts.size(), " (the parts changed while they were read?)"));
+    }
+    json entries = json::array();
+    for (const ShardEntry& e : written) entries.push_back({e.file, e.records, e.bytes, e.xxh3});
+    summary["shards"] = entries;
+    std::vector<std::string> summaries = world.all_gather_strings(summary.dump());
+    world.barrier();  // every shard is committed
+    if (rank != 0) return WikiprepStats{};
+
+    // 3. The manifest: the counts add up to one process's, the shards in dump order.
+    counts_ = Counts();
+    xml_bytes_ = 0;
+    warnings_.clear();
+    std::vector<ShardEntry> later;
+    for (int r = 0; r < ranks; ++r) {
+      json j = json::parse(summaries[size_t(r)]);
+      Counts c = counts_from_json(j["counts"], part);
+      for (auto field : {&Counts::pages_seen, &Counts::articles_written, &Counts::redirects_skipped, &Counts::namespaces_skipped,
+                         &Counts::short_skipped, &Counts::sentences, &Counts::text_bytes, &Counts::invalid_utf8_replaced})
+        counts_.*field += c.*field;
+      xml_bytes_ += j["xml_bytes"].get<uint64_t>();
+      for (const auto& w : j["warnings"]) warnings_.push_back(w.get<std::string>());
+      if (r > 0)
+        for (const auto& e : j["shards"]) later.push_back(ShardEntry{e[0], e[1], e[2], e[3], {}});
+    }
+    bytes_in_ = size;
+    later_shards_ = std::move(later);
+    if (!site_.present) site_ = site_of(o_.input);  // a resumed part leaves it unread
+    Bz2Reader probe(o_.input);
+    probe.next_piece();  // enough to say whether it is bz2
+    WikiprepStats stats = finish(probe, start);
+    remove_parts();
+    log_summary(stats);
+    return stats;
+  }
+
+  // The dump's <siteinfo>, from its head alone.
+  SiteInfo site_of(const std::string& path) const {
+    std::string head = dump_head(path);
+    if (head.empty()) return {};
+    XmlPageReader xml(path, [](Page&&) {});
+    xml.feed(head);
+    xml.feed("</mediawiki>\n");
+    xml.finish();
+    return xml.siteinfo();
+  }
+
+  // Phase 1 of one rank: its share of the dump through the pipeline into a part. Returns the part's
+  // summary (also written as <part>.json, which marks the part done).
+  json make_part(const std::string& part, const json& key, uint64_t begin, uint64_t end, std::vector<uint64_t>& sizes) {
+    share_ = Share{begin, end, begin == 0 ? std::string() : dump_head(o_.input)};
+    Bz2ReaderOptions reader_options;
+    reader_options.threads = std::max(1, max_threads());
+    reader_options.read_size = 4u << 20;
+    reader_options.start_byte = begin;
+    Bz2Reader reader(o_.input, reader_options);
+    auto output = std::make_unique<PartOutput>(part, o_.format);
+    PartOutput& out = *output;
+    out_ = std::move(output);
+    counts_ = Counts();
+    if (begin == 0 || !share_->head.empty()) process(reader);
+    if (read_error_ || write_error_) std::rethrow_exception(write_error_ ? write_error_ : read_error_);
+    out.commit(part);
+    sizes = out.sizes();
+    json summary = {{"key", key},
+                    {"counts", counts_to_json(counts_)},
+                    {"xml_bytes", xml_bytes_},
+                    {"documents", sizes.size()},
+                    {"data_bytes", out.data_bytes()},
+                    {"warnings", warnings_}};
+    write_file_atomic(part + ".json", summary.dump());
+    out_.reset();
+    share_.reset();
+    return summary;
+  }
+
+  // A done part of an earlier run with the same input, options and N: its summary and sizes.
+  bool load_part(const std::string& part, const json& key, json& summary, std::vector<uint64_t>& sizes) const {
+    try {
+      if (!file_exists(part + ".json")) return false;
+      summary = json::parse(read_file(part + ".json"));
+      if (summary.value("key", json()) != key) return false;
+      sizes = read_sizes(part);
+      uint64_t total = 0;
+      for (uint64_t n : sizes) total += n;
+      return sizes.size() == summary["documents"].get<uint64_t>() && total == summary["data_bytes"].get<uint64_t>() &&
+             file_exists(part + ".data") && file_size(part + ".data") == total;
+    } catch (const std::exception& e) {
+      log_warn(part, ".json: not kept (", e.what(), ")");
+      return false;
+    }
+  }
+
+  // Phase 2 of one rank: the shards that start in its part, from `first` on; the last of them goes
+  // on into the next parts (the documents `all` says finish it: 3 numbers per rank, documents,
+  // documents before its first shard start, their bytes).
+  void write_shards(const std::string& part, const std::vector<uint64_t>& sizes, const ShardStart& first, int ranks,
+                    const std::vector<uint64_t>& all) {
+    const int rank = Communicator::world().rank();
+    {
+      PartReader reader(part);
+      reader.skip(first.byte);
+      for (uint64_t i = first.doc; i < sizes.size(); ++i) out_->add_serialized(reader.next(sizes[i]), 0);
+    }
+    for (int r = rank + 1; r < ranks; ++r) {
+      const uint64_t docs = all[3 * size_t(r)], prefix = all[3 * size_t(r) + 1];
+      if (prefix > 0) {
+        std::string next = path_join(o_.output_dir, cat(".work/wikiprep-part-", r, "-of-", ranks));
+        std::vector<uint64_t> next_sizes = read_sizes(next);
+        if (next_sizes.size() < prefix) throw Error(Where{next + ".sizes"}, cat("expected ", prefix, " documents or more"));
+        PartReader reader(next);
+        for (uint64_t i = 0; i < prefix; ++i) out_->add_serialized(reader.next(next_sizes[i]), 0);
+      }
+      if (prefix < docs) break;  // a shard starts in that part: ours ends here
+    }
+  }
+
   void check_options() const {
     if (o_.input.empty()) throw UsageError("no input dump given");
     if (o_.output_dir.empty()) throw UsageError("no output directory given (-o DIR)");
@@ -286,12 +611,13 @@ class Wikiprep {
     }
   }
 
-  void open_output() {
+  // `first_index`: of the first shard this run writes (the kept shards come before it).
+  void open_output(uint64_t first_index) {
     if (o_.format == WikiprepFormat::jsonl) {
       DocShardOptions d;
       d.shard_bytes = o_.shard_bytes;
       d.zstd_level = o_.zstd_level;
-      d.first_shard_index = kept_.size();
+      d.first_shard_index = first_index;
       // zstd's own workers (the shards' bytes are the same for any count). Level 3 takes about 0.6x
       // the CPU of reading, parsing, cleaning and escaping (0.37 vs 0.64 s per 150 MB of the bench's
       // XML), so one worker per two pipeline threads keeps compression off the critical path;
@@ -299,7 +625,7 @@ class Wikiprep {
       d.threads = std::max(1, max_threads() / 2);
       out_ = std::make_unique<DocsOutput>(o_.output_dir, d);
     } else {
-      out_ = std::make_unique<SentencesOutput>(o_.output_dir, o_.shard_bytes, kept_.size());
+      out_ = std::make_unique<SentencesOutput>(o_.output_dir, o_.shard_bytes, first_index);
     }
   }
 
@@ -317,23 +643,35 @@ class Wikiprep {
   // ---- the pipeline ------------------------------------------------------------------------
 
   void process(Bz2Reader& reader) {
-    XmlPageReader xml(o_.input == "-" ? "<stdin>" : o_.input, [this, &xml](Page&& page) { on_page(xml, std::move(page)); });
-    Progress progress("wikiprep", reader.compressed_size(), Progress::Unit::bytes);
+    std::string source = o_.input == "-" ? "<stdin>" : o_.input;
+    if (share_) source = cat(source, " (the share of rank ", Communicator::world().rank(), ", from byte ", share_->begin, ")");
+    XmlPageReader xml(source, [this, &xml](Page&& page) { on_page(xml, std::move(page)); });
+    std::optional<PageRangeFeeder> range;
+    if (share_) range.emplace(xml, share_->head, share_->begin == 0);
+    const uint64_t progress_base = share_ ? share_->begin : 0;
+    const uint64_t progress_size = share_ ? share_->end - share_->begin : reader.compressed_size();
+    Progress progress("wikiprep", progress_size, Progress::Unit::bytes);
 
     auto parse = tbb::make_filter<std::shared_ptr<Bz2Piece>, std::shared_ptr<Batch>>(
         tbb::filter_mode::serial_in_order, [&](std::shared_ptr<Bz2Piece> piece) {
           auto batch = std::make_shared<Batch>();
-          if (read_error_ || stop_) return batch;  // the rest of the input is not wanted
+          if (read_error_ || stop_ || (range && range->done())) return batch;  // the rest is not wanted
           try {
             std::string_view bytes = piece->bytes();
-            xml_bytes_ += bytes.size();
-            xml.feed(bytes);
-            piece->check();
+            if (range) {
+              range->feed(bytes, share_cut(*piece));
+              if (range->done()) reader.stop();  // what follows is the next rank's, errors included
+              else piece->check();
+            } else {
+              xml_bytes_ += bytes.size();
+              xml.feed(bytes);
+              piece->check();
+            }
           } catch (...) {
             read_error_ = std::current_exception();
           }
           batch->items.swap(pending_);
-          progress.set(reader.compressed_consumed());
+          progress.set(std::min(progress_size, reader.compressed_consumed() - std::min(progress_base, reader.compressed_consumed())));
           progress.set_note(cat(human_count(static_cast<double>(xml.pages())), " pages"));
           return batch;
         });
@@ -348,7 +686,8 @@ class Wikiprep {
 
     if (!read_error_ && !stop_) {
       try {
-        xml.finish();  // may hand out the last pages, or find the input cut inside a page
+        if (range) range->finish();
+        else xml.finish();  // may hand out the last pages, or find the input cut inside a page
       } catch (...) {
         read_error_ = std::current_exception();
       }
@@ -358,9 +697,24 @@ class Wikiprep {
       write_batch(tail);
     }
     bytes_in_ = reader.compressed_consumed();
-    progress.set(bytes_in_);
+    if (range) xml_bytes_ = range->range_bytes();
+    progress.set(progress_size);
     progress.finish();
     if (!xml.warnings().empty()) warnings_ = xml.warnings();
+  }
+
+  // Where in this piece the next rank's range begins, if it does: a bz2 range at its first block
+  // that starts at or after its first byte (PageRangeFeeder), a plain one at that byte.
+  size_t share_cut(const Bz2Piece& piece) const {
+    if (share_->end >= file_size_) return PageRangeFeeder::npos;
+    const uint64_t begin_bit = piece.compressed_begin_bit();
+    if (piece.bytes().empty()) return PageRangeFeeder::npos;
+    if (!input_is_bz2_) {
+      uint64_t first = begin_bit / 8;
+      return share_->end < first + piece.bytes().size() ? static_cast<size_t>(share_->end > first ? share_->end - first : 0)
+                                                         : PageRangeFeeder::npos;
+    }
+    return begin_bit >= share_->end * 8 ? 0 : PageRangeFeeder::npos;
   }
 
   // XML stage, in dump order: keep what is wanted, count nothing yet (the writer counts in order).
@@ -474,6 +828,11 @@ class Wikiprep {
     // DocShardWriter::finish adds its own byte and repair counts to these.
     base.stats = {{"jsonl_bytes", baseline_.text_bytes}, {"invalid_utf8_replaced", baseline_.invalid_utf8_replaced}};
     Manifest m = out_->finish(base);
+    if (!later_shards_.empty() || ranked_) {  // mpirun: the other ranks' shards follow rank 0's
+      m.shards.insert(m.shards.end(), later_shards_.begin(), later_shards_.end());
+      m.stats["documents"] = m.total_records();
+      if (o_.format == WikiprepFormat::jsonl) m.stats["jsonl_bytes"] = counts_.text_bytes;
+    }
     WikiprepStats s;
     static_cast<Counts&>(s) = counts_;
     s.bytes_in = bytes_in_;
@@ -523,6 +882,16 @@ class Wikiprep {
   }
 
   const WikiprepOptions& o_;
+  // mpirun: this rank's range of the dump's bytes, and the dump's head for ranks after the first.
+  struct Share {
+    uint64_t begin = 0, end = 0;
+    std::string head;
+  };
+  std::optional<Share> share_;
+  uint64_t file_size_ = 0;
+  bool input_is_bz2_ = false;
+  bool ranked_ = false;                   // rank 0 of an mpirun job writes the manifest
+  std::vector<ShardEntry> later_shards_;  // that job's shards written by the other ranks
   Manifest base_;                 // tool, args, input and options: every manifest starts from it
   std::vector<ShardEntry> kept_;  // shards of the run we resume
   Counts baseline_;               // counts at the end of the kept shards

@@ -1,6 +1,10 @@
 // wikiprep: a MediaWiki dump → clean document shards (or BERT sentence text). The work is in
 // wikiprep.cpp; this maps the command line onto WikiprepOptions.
+#include <cstdio>
+
 #include "common/cli.h"
+#include "common/communicator.h"
+#include "common/log.h"
 #include "datagen/wikiprep/wikiprep.h"
 
 int main(int argc, char** argv) {
@@ -37,7 +41,17 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) options.args.emplace_back(argv[i]);
   return run_tool(app, argc, argv, [&] {
     options.format = format == "sentences" ? WikiprepFormat::sentences : WikiprepFormat::jsonl;
-    run_wikiprep(options);
+    // Under mpirun the ranks share the dump (wikiprep.cpp, run_ranks); rank 0 speaks for them.
+    const Communicator& world = Communicator::world();
+    if (world.rank() != 0) set_log_level(LogLevel::warn);
+    try {
+      run_wikiprep(options);
+    } catch (const std::exception& e) {
+      if (!world.distributed()) throw;
+      // The others would wait for this rank in their next collective forever.
+      std::fprintf(stderr, "error: rank %d of %d: %s\n", world.rank(), world.size(), e.what());
+      world.abort(dynamic_cast<const UsageError*>(&e) ? 2 : 1);
+    }
     return 0;
   });
 }

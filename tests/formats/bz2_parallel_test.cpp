@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -379,6 +380,94 @@ TEST_F(Bz2Test, SameBytesForEveryThreadCountAndReadSize) {
       EXPECT_FALSE(d.failed) << d.error;
       EXPECT_TRUE(d.bytes == reference) << "threads " << threads << " read size " << read_size;
     }
+}
+
+// Range mode, as mpirun wikiprep uses it: rank r reads from byte cuts[r] and keeps the pieces
+// before the first non-empty piece that starts at or after cuts[r + 1] (plain input: the bytes
+// before that byte). The ranges joined must be the whole output, whatever the cuts.
+std::string decode_range(const std::string& path, uint64_t begin, uint64_t end, bool plain,
+                         Bz2ReaderOptions options = {}) {
+  options.start_byte = begin;
+  options.threads = 2;
+  Bz2Reader reader(path, options);
+  std::string out;
+  bool done = false;
+  for (auto piece = reader.next_piece(); piece && !done; piece = reader.next_piece()) {
+    std::string_view bytes = piece->bytes();
+    uint64_t piece_begin = piece->compressed_begin_bit() / 8;
+    if (plain && piece_begin + bytes.size() > end) {
+      bytes = bytes.substr(0, end > piece_begin ? end - piece_begin : 0);
+      done = true;
+    } else if (!plain && !bytes.empty() && piece->compressed_begin_bit() >= end * 8) {
+      break;
+    }
+    out.append(bytes);
+    piece->check();
+  }
+  return out;
+}
+
+void expect_ranges_join(const std::string& path, const std::string& reference, bool plain, uint32_t seed,
+                        const Bz2ReaderOptions& options = {}) {
+  uint64_t size = file_size(path);
+  std::mt19937_64 rng(seed);
+  for (int ranks : {2, 3, 5, 16}) {
+    std::vector<uint64_t> cuts = {0};
+    for (int r = 1; r < ranks; ++r) cuts.push_back(rng() % size);
+    std::sort(cuts.begin(), cuts.end());
+    cuts.push_back(size);
+    std::string joined;
+    for (int r = 0; r < ranks; ++r) joined += decode_range(path, cuts[size_t(r)], cuts[size_t(r) + 1], plain, options);
+    EXPECT_EQ(joined.size(), reference.size()) << path << " ranks " << ranks;
+    EXPECT_TRUE(joined == reference) << path << " ranks " << ranks;
+  }
+}
+
+TEST_F(Bz2Test, RangesJoinToTheWholeOutput) {
+  std::string single = compress("bzip2 -1", "range1.bz2");
+  expect_ranges_join(single, bzip2_dc(dir_, single), false, 1);
+  // Several streams (of several blocks each): ranges start inside streams whose CRC they cannot
+  // check, and in stream headers.
+  std::string multi = dir_.file("range-multi.bz2");
+  sh("head -c 300000 '" + text_path_ + "' | bzip2 -1 > '" + multi + "'");
+  sh("tail -c +300001 '" + text_path_ + "' | head -c 500000 | bzip2 -2 >> '" + multi + "'");
+  sh("tail -c +800001 '" + text_path_ + "' | bzip2 -1 >> '" + multi + "'");
+  expect_ranges_join(multi, bzip2_dc(dir_, multi), false, 2);
+  expect_ranges_join(text_path_, read_file(text_path_), true, 3);
+}
+
+TEST_F(Bz2Test, RangesStartRightAtBlocksAndNearChanceMagics) {
+  std::string path = compress("bzip2 -1", "range-fake.bz2");
+  std::string data = read_file(path);
+  std::string reference = bzip2_dc(dir_, path);
+  auto found = magics(data);
+  ASSERT_GE(found.size(), 4u);
+  // Fake candidates in every block, some just after a range's start, in the middle, and just
+  // before the next real block: a range must start at the next real block, and that block's
+  // range (which a fake cuts) must still come out whole.
+  Bz2ReaderOptions options;
+  for (size_t i = 0; i + 1 < found.size(); ++i) {
+    uint64_t a = found[i].bit, b = found[i + 1].bit;
+    options.fake_block_magics.push_back(a + 1000);
+    options.fake_block_magics.push_back(a + (b - a) / 2);
+  }
+  std::sort(options.fake_block_magics.begin(), options.fake_block_magics.end());
+  for (size_t i = 1; i + 1 < found.size(); ++i) {
+    uint64_t block_byte = found[i].bit / 8;
+    for (uint64_t cut : {block_byte - 1, block_byte, block_byte + 1, (found[i].bit + 1000) / 8 - 2}) {
+      std::string joined = decode_range(path, 0, cut, false, options) +
+                           decode_range(path, cut, file_size(path), false, options);
+      EXPECT_TRUE(joined == reference) << "cut at byte " << cut;
+    }
+  }
+}
+
+TEST_F(Bz2Test, RangeOfAPipeIsAUsageError) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  EXPECT_THROW(Bz2Reader(fds[0], "pipe", {.start_byte = 10}), UsageError);
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
 
 }  // namespace

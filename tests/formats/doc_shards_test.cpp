@@ -665,3 +665,52 @@ TEST(DocShards, ReadsRealWikiextractorOutputs) {
 
 }  // namespace
 }  // namespace pretrain
+
+namespace pretrain {
+namespace {
+
+// mpirun wikiprep's ranks serialize documents and others add the lines: the shards (cut by the
+// same rule, written in pieces, resumed at a later index) are the bytes add() writes.
+TEST(DocShards, SerializedLinesGiveTheSameShards) {
+  TempDir a, b;
+  std::vector<Document> docs = tricky_documents();
+  for (const Document& d : invalid_utf8_documents()) docs.push_back(d);
+  for (int i = 0; i < 300; ++i) docs.push_back({std::to_string(i), "u", "t", std::string(size_t(50 + i * 37 % 900), 'x')});
+  DocShardOptions options;
+  options.shard_bytes = 20000;
+  Manifest whole, pieces;
+  {
+    DocShardWriter writer(a.path(), options);
+    for (const Document& d : docs) writer.add(d);
+    whole = writer.finish();
+  }
+  {
+    // Two writers, as two ranks: the second starts where the first's shards end.
+    std::vector<std::string> lines;
+    uint64_t replaced = 0;
+    for (const Document& d : docs) {
+      std::string line;
+      replaced += append_doc_json_line(d, line);
+      lines.push_back(line);
+    }
+    size_t opened = 0;  // the line that opens shard 3: the second writer's first
+    {
+      DocShardWriter first(b.path(), options);
+      while (first.shards().size() < 3) first.add_serialized(lines[opened++]);
+      --opened;
+    }  // shard 3, unfinished, is dropped with the first writer
+    options.first_shard_index = 3;
+    DocShardWriter second(b.path(), options);
+    for (size_t j = opened; j < lines.size(); ++j) second.add_serialized(lines[j], j == opened ? replaced : 0);
+    pieces = second.finish();
+    EXPECT_EQ(second.invalid_utf8_replaced(), replaced);
+  }
+  ASSERT_GT(whole.shards.size(), 5u);
+  for (const ShardEntry& e : whole.shards)
+    EXPECT_EQ(read_file(a.file(e.file)), read_file(b.file(e.file))) << e.file;
+  EXPECT_THROW(DocShardWriter(b.path(), options).add_serialized("{\"text\":\"two\"}\n{\"text\":\"lines\"}\n"), Error);
+  EXPECT_THROW(DocShardWriter(b.path(), options).add_serialized("{\"text\":\"no newline\"}"), Error);
+}
+
+}  // namespace
+}  // namespace pretrain
