@@ -216,15 +216,39 @@ void create_instances_from_document(const DocumentCorpus& corpus, size_t documen
   }
 }
 
-std::vector<BertInstance> create_training_instances_python(InMemoryCorpus& corpus, const BertInstanceOptions& options,
+namespace {
+
+// The script's document list: the non-empty documents, in the order its shuffle leaves them.
+// Shuffling indexes draws what shuffling the documents draws (Fisher–Yates looks at the length
+// only), and no document is copied.
+class ShuffledDocuments final : public DocumentCorpus {
+ public:
+  explicit ShuffledDocuments(const DocumentCorpus& corpus) : corpus_(corpus) {
+    for (size_t d = 0; d < corpus.num_documents(); ++d)
+      if (corpus.num_sentences(d) > 0) order.push_back(d);
+  }
+  size_t num_documents() const override { return order.size(); }
+  size_t num_sentences(size_t d) const override { return corpus_.num_sentences(order[d]); }
+  std::span<const TokenId32> sentence(size_t d, size_t i) const override { return corpus_.sentence(order[d], i); }
+
+  std::vector<size_t> order;
+
+ private:
+  const DocumentCorpus& corpus_;
+};
+
+}  // namespace
+
+std::vector<BertInstance> create_training_instances_python(const DocumentCorpus& corpus,
+                                                           const BertInstanceOptions& options,
                                                            const BertMaskVocab& vocab, int dupe_factor, int64_t seed) {
   PythonRandom rng(seed);
-  std::erase_if(corpus.documents, [](const auto& d) { return d.empty(); });
-  rng.shuffle(corpus.documents);
+  ShuffledDocuments documents(corpus);
+  rng.shuffle(documents.order);
   std::vector<BertInstance> instances;
   for (int pass = 0; pass < dupe_factor; ++pass)
-    for (size_t d = 0; d < corpus.num_documents(); ++d)
-      create_instances_from_document(corpus, d, options, vocab, rng, instances);
+    for (size_t d = 0; d < documents.num_documents(); ++d)
+      create_instances_from_document(documents, d, options, vocab, rng, instances);
   rng.shuffle(instances);
   return instances;
 }
