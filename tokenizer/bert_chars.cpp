@@ -5,6 +5,7 @@
 #include <unicode/unistr.h>
 
 #include <memory>
+#include <cstdlib>
 #include <mutex>
 
 namespace pretrain {
@@ -72,23 +73,33 @@ uint8_t flags_for(char32_t c, bool python, const icu::Normalizer2& nfd) {
   return f;
 }
 
-std::unique_ptr<uint8_t[]> build_table(bool python) {
+const icu::Normalizer2& nfd_instance() {
   UErrorCode status = U_ZERO_ERROR;
   const icu::Normalizer2* nfd = icu::Normalizer2::getNFDInstance(status);
   if (U_FAILURE(status)) std::abort();  // ICU's data is part of the library; this cannot fail
-  auto table = std::make_unique<uint8_t[]>(kBertCodePoints);
-  for (char32_t c = 0; c < kBertCodePoints; ++c) table[c] = flags_for(c, python, *nfd);
-  return table;
+  return *nfd;
 }
 
 }  // namespace
 
-const uint8_t* bert_char_flags(bool python_rules) {
-  static std::once_flag once[2];
-  static std::unique_ptr<uint8_t[]> tables[2];
-  const int k = python_rules ? 1 : 0;
-  std::call_once(once[k], [&] { tables[k] = build_table(python_rules); });
-  return tables[k].get();
+BertCharFlags::BertCharFlags(bool python_rules)
+    : python_(python_rules),
+      flags_(std::make_unique_for_overwrite<uint8_t[]>(kBertCodePoints)),  // untouched until built
+      ready_(std::make_unique<std::atomic<bool>[]>(kPages)) {}
+
+void BertCharFlags::build(size_t page) const {
+  static std::mutex mutex;
+  const std::lock_guard lock(mutex);
+  if (ready_[page].load(std::memory_order_relaxed)) return;  // another thread built it meanwhile
+  const icu::Normalizer2& nfd = nfd_instance();
+  const char32_t first = static_cast<char32_t>(page << kPageBits);
+  for (char32_t c = first; c < first + (char32_t{1} << kPageBits); ++c) flags_[c] = flags_for(c, python_, nfd);
+  ready_[page].store(true, std::memory_order_release);
+}
+
+const BertCharFlags& bert_char_flags(bool python_rules) {
+  static const BertCharFlags tables[2] = {BertCharFlags(false), BertCharFlags(true)};
+  return tables[python_rules ? 1 : 0];
 }
 
 int bert_lowercase(char32_t cp, char32_t out[2]) {

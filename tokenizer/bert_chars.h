@@ -1,5 +1,7 @@
-// Character classes for BERT's basic tokenizer, one byte of flags per code point, built from ICU
-// once per process. Two rule sets, because HF's two tokenizers disagree:
+// Character classes for BERT's basic tokenizer, one byte of flags per code point, built from ICU a
+// page of 256 code points at a time when first looked up: the whole table took ~30 ms of ICU calls
+// at every start-up (half of make-pretraining-shards' fixed cost), and text touches a few pages.
+// Two rule sets, because HF's two tokenizers disagree:
 //
 //   fast (HF tokenizers, Rust): control = Cc, Co, Cs and Cf as of Unicode 8.0 (the
 //     unicode_categories crate HF uses is Unicode 8.0: newer Cf characters are kept, newer
@@ -10,7 +12,10 @@
 //
 // Both: punctuation = ASCII 33–47, 58–64, 91–96, 123–126 or a P* category.
 #pragma once
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace pretrain {
 
@@ -26,8 +31,29 @@ enum BertCharFlag : uint8_t {
 
 inline constexpr char32_t kBertCodePoints = 0x110000;
 
-// flags[cp] for cp < kBertCodePoints; the table lives for the whole process.
-const uint8_t* bert_char_flags(bool python_rules);
+// One rule set's table; any thread may look up (a page is built once, under a lock).
+class BertCharFlags {
+ public:
+  explicit BertCharFlags(bool python_rules);
+  // The flags of cp < kBertCodePoints.
+  uint8_t operator[](char32_t cp) const {
+    const size_t page = cp >> kPageBits;
+    if (!ready_[page].load(std::memory_order_acquire)) [[unlikely]]
+      build(page);
+    return flags_[cp];
+  }
+
+ private:
+  static constexpr int kPageBits = 8;
+  static constexpr size_t kPages = kBertCodePoints >> kPageBits;
+  void build(size_t page) const;
+  bool python_;
+  std::unique_ptr<uint8_t[]> flags_;
+  std::unique_ptr<std::atomic<bool>[]> ready_;
+};
+
+// The table of a rule set; it lives for the whole process.
+const BertCharFlags& bert_char_flags(bool python_rules);
 
 // Rust's char::to_lowercase: the full, context-free lowercase mapping (U+0130 'İ' → "i̇", the only
 // unconditional one-to-many mapping; Σ always → σ). Writes 1 or 2 code points, returns the count.

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/bert_chars.h"
+
 namespace pretrain {
 
 struct BertNormalizerOptions {
@@ -63,7 +65,7 @@ class BertPreTokenizer {
   std::vector<std::string> python_words(std::string_view text) const;
 
   BertNormalizerOptions options_;
-  const uint8_t* flags_;  // bert_char_flags(python_compat)
+  const BertCharFlags& flags_;  // bert_char_flags(python_compat)
   Ascii ascii_action_[128];
   char ascii_map_[128];  // lowercased when lowercasing
 };

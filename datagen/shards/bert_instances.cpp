@@ -91,14 +91,19 @@ void create_masked_lm_predictions(BertInstance& inst, const BertInstanceOptions&
   }
   rng.shuffle(cand_indexes);
 
-  std::vector<TokenId32> output = tokens;
   // int(round(len × p)): Python 3 rounds half to even, as nearbyint does in the default mode.
   const size_t num_to_predict = std::min<size_t>(
       static_cast<size_t>(options.max_predictions),
       std::max<size_t>(1, static_cast<size_t>(std::nearbyint(static_cast<double>(tokens.size()) * options.masked_lm_prob))));
 
-  std::vector<std::pair<int32_t, TokenId32>> masked;  // (index, label)
-  std::vector<bool> covered(tokens.size(), false);
+  // Masked in place: Python writes a copy (output_tokens) but reads each label from the original
+  // before it writes that position, and a position is masked at most once (`covered`). The
+  // scratch lists are per thread: this runs once per instance.
+  std::vector<TokenId32>& output = inst.tokens;
+  thread_local std::vector<std::pair<int32_t, TokenId32>> masked;  // (index, label)
+  thread_local std::vector<uint8_t> covered;
+  masked.clear();
+  covered.assign(tokens.size(), 0);
   for (const auto& [begin, size] : cand_indexes) {
     const std::span<const int32_t> index_set(members.data() + begin, size);
     if (masked.size() >= num_to_predict) break;
@@ -108,28 +113,28 @@ void create_masked_lm_predictions(BertInstance& inst, const BertInstanceOptions&
     for (int32_t index : index_set) any_covered = any_covered || covered[index];
     if (any_covered) continue;
     for (int32_t index : index_set) {
-      covered[index] = true;
+      covered[index] = 1;
+      const TokenId32 original = output[index];
       TokenId32 masked_token;
       if (rng.random() < 0.8) {
         masked_token = vocab.mask;  // 80%: [MASK]
       } else if (rng.random() < 0.5) {
-        masked_token = tokens[index];  // 10%: kept
-      } else {                         // 10%: a random vocabulary word
+        masked_token = original;  // 10%: kept
+      } else {                    // 10%: a random vocabulary word
         masked_token = vocab.vocab_words[static_cast<size_t>(
             rng.randint(0, static_cast<int64_t>(vocab.vocab_words.size()) - 1))];
       }
       output[index] = masked_token;
-      masked.emplace_back(index, tokens[index]);
+      masked.emplace_back(index, original);
     }
   }
   std::sort(masked.begin(), masked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-  inst.masked_lm_positions.clear();
-  inst.masked_lm_labels.clear();
-  for (const auto& [index, label] : masked) {
-    inst.masked_lm_positions.push_back(index);
-    inst.masked_lm_labels.push_back(label);
+  inst.masked_lm_positions.resize(masked.size());
+  inst.masked_lm_labels.resize(masked.size());
+  for (size_t k = 0; k < masked.size(); ++k) {
+    inst.masked_lm_positions[k] = masked[k].first;
+    inst.masked_lm_labels[k] = masked[k].second;
   }
-  inst.tokens = std::move(output);
 }
 
 template <typename Rng>
@@ -211,15 +216,39 @@ void create_instances_from_document(const DocumentCorpus& corpus, size_t documen
   }
 }
 
-std::vector<BertInstance> create_training_instances_python(InMemoryCorpus& corpus, const BertInstanceOptions& options,
+namespace {
+
+// The script's document list: the non-empty documents, in the order its shuffle leaves them.
+// Shuffling indexes draws what shuffling the documents draws (Fisher–Yates looks at the length
+// only), and no document is copied.
+class ShuffledDocuments final : public DocumentCorpus {
+ public:
+  explicit ShuffledDocuments(const DocumentCorpus& corpus) : corpus_(corpus) {
+    for (size_t d = 0; d < corpus.num_documents(); ++d)
+      if (corpus.num_sentences(d) > 0) order.push_back(d);
+  }
+  size_t num_documents() const override { return order.size(); }
+  size_t num_sentences(size_t d) const override { return corpus_.num_sentences(order[d]); }
+  std::span<const TokenId32> sentence(size_t d, size_t i) const override { return corpus_.sentence(order[d], i); }
+
+  std::vector<size_t> order;
+
+ private:
+  const DocumentCorpus& corpus_;
+};
+
+}  // namespace
+
+std::vector<BertInstance> create_training_instances_python(const DocumentCorpus& corpus,
+                                                           const BertInstanceOptions& options,
                                                            const BertMaskVocab& vocab, int dupe_factor, int64_t seed) {
   PythonRandom rng(seed);
-  std::erase_if(corpus.documents, [](const auto& d) { return d.empty(); });
-  rng.shuffle(corpus.documents);
+  ShuffledDocuments documents(corpus);
+  rng.shuffle(documents.order);
   std::vector<BertInstance> instances;
   for (int pass = 0; pass < dupe_factor; ++pass)
-    for (size_t d = 0; d < corpus.num_documents(); ++d)
-      create_instances_from_document(corpus, d, options, vocab, rng, instances);
+    for (size_t d = 0; d < documents.num_documents(); ++d)
+      create_instances_from_document(documents, d, options, vocab, rng, instances);
   rng.shuffle(instances);
   return instances;
 }

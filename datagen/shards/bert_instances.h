@@ -46,7 +46,7 @@ class DocumentCorpus {
   virtual std::span<const TokenId32> sentence(size_t document, size_t index) const = 0;
 };
 
-// Documents held in memory (the --rng python path, and tests).
+// Documents held in memory (tests, and callers with their own documents).
 class InMemoryCorpus final : public DocumentCorpus {
  public:
   std::vector<std::vector<std::vector<TokenId32>>> documents;
@@ -85,8 +85,10 @@ void create_masked_lm_predictions(BertInstance& inst, const BertInstanceOptions&
 
 // create_training_instances() as the Python script runs it with one random.Random(seed): shuffle
 // the (non-empty) documents, then dupe_factor passes over every document, then shuffle all the
-// instances. Sequential by nature; this is the --rng python path.
-std::vector<BertInstance> create_training_instances_python(InMemoryCorpus& corpus, const BertInstanceOptions& options,
+// instances. Sequential by nature; this is the --rng python path. The corpus is read, not copied
+// (a TokenStore serves as it is).
+std::vector<BertInstance> create_training_instances_python(const DocumentCorpus& corpus,
+                                                           const BertInstanceOptions& options,
                                                            const BertMaskVocab& vocab, int dupe_factor, int64_t seed);
 
 // The masking vocabulary of a WordPiece vocab given as its entries in id order (Python's dict

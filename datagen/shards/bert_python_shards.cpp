@@ -54,16 +54,9 @@ void write_bert_python_shards(const BertPythonOptions& o, const BertMaskVocab& v
   o.check();
   output.check();
   if (output.valid) throw UsageError("--rng python reproduces the Python script, which has no valid split");
-  InMemoryCorpus corpus;
-  corpus.documents.resize(store.num_documents());
-  for (size_t d = 0; d < store.num_documents(); ++d)
-    for (size_t i = 0; i < store.num_sentences(d); ++i) {
-      auto s = store.sentence(d, i);
-      corpus.documents[d].emplace_back(s.begin(), s.end());
-    }
   log_info("--rng python: building instances sequentially, as create_pretraining_data.py does");
   const StageClock instances_clock;
-  auto instances = create_training_instances_python(corpus, o.instances, vocab, o.dupe_factor, int64_t(o.seed));
+  auto instances = create_training_instances_python(store, o.instances, vocab, o.dupe_factor, int64_t(o.seed));
   instances_clock.add_to(stats.instances_seconds, stats.instances_cpu_seconds);
   const StageClock write_clock;
   stats.instances = instances.size();

@@ -2,7 +2,6 @@
 // the parts of Lib/random.py that create_pretraining_data.py reaches.
 #include "datagen/shards/python_random.h"
 
-#include <bit>
 
 #include "common/error.h"
 
@@ -58,53 +57,26 @@ void PythonRandom::init_by_array(const std::vector<uint32_t>& key) {
   mt_[0] = 0x80000000U;  // MSB is 1, assuring a non-zero initial array
 }
 
-uint32_t PythonRandom::genrand_uint32() {
+void PythonRandom::twist() {
   static constexpr uint32_t mag01[2] = {0x0U, kMatrixA};
   uint32_t y;
-  if (mti_ >= N) {
-    int kk;
-    for (kk = 0; kk < N - M; kk++) {
-      y = (mt_[kk] & kUpperMask) | (mt_[kk + 1] & kLowerMask);
-      mt_[kk] = mt_[kk + M] ^ (y >> 1) ^ mag01[y & 0x1U];
-    }
-    for (; kk < N - 1; kk++) {
-      y = (mt_[kk] & kUpperMask) | (mt_[kk + 1] & kLowerMask);
-      mt_[kk] = mt_[kk + (M - N)] ^ (y >> 1) ^ mag01[y & 0x1U];
-    }
-    y = (mt_[N - 1] & kUpperMask) | (mt_[0] & kLowerMask);
-    mt_[N - 1] = mt_[M - 1] ^ (y >> 1) ^ mag01[y & 0x1U];
-    mti_ = 0;
+  int kk;
+  for (kk = 0; kk < N - M; kk++) {
+    y = (mt_[kk] & kUpperMask) | (mt_[kk + 1] & kLowerMask);
+    mt_[kk] = mt_[kk + M] ^ (y >> 1) ^ mag01[y & 0x1U];
   }
-  y = mt_[mti_++];
-  y ^= (y >> 11);
-  y ^= (y << 7) & 0x9d2c5680U;
-  y ^= (y << 15) & 0xefc60000U;
-  y ^= (y >> 18);
-  return y;
+  for (; kk < N - 1; kk++) {
+    y = (mt_[kk] & kUpperMask) | (mt_[kk + 1] & kLowerMask);
+    mt_[kk] = mt_[kk + (M - N)] ^ (y >> 1) ^ mag01[y & 0x1U];
+  }
+  y = (mt_[N - 1] & kUpperMask) | (mt_[0] & kLowerMask);
+  mt_[N - 1] = mt_[M - 1] ^ (y >> 1) ^ mag01[y & 0x1U];
+  mti_ = 0;
 }
 
-double PythonRandom::random() {
-  uint32_t a = genrand_uint32() >> 5, b = genrand_uint32() >> 6;
-  return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
-}
+[[noreturn]] void PythonRandom::getrandbits_too_many(unsigned k) { throw UsageError(cat("getrandbits(", k, "): at most 64 bits here")); }
 
-uint64_t PythonRandom::getrandbits(unsigned k) {
-  if (k > 64) throw UsageError(cat("getrandbits(", k, "): at most 64 bits here"));
-  if (k == 0) return 0;
-  if (k <= 32) return genrand_uint32() >> (32 - k);
-  // CPython fills 32-bit words least significant first, the last one shifted down to its bits.
-  uint64_t low = genrand_uint32();
-  uint64_t high = genrand_uint32() >> (64 - k);
-  return low | (high << 32);
-}
-
-uint64_t PythonRandom::randbelow(uint64_t n) {
-  if (n == 0) throw UsageError("randbelow(0): empty range");
-  const unsigned k = static_cast<unsigned>(std::bit_width(n));
-  uint64_t r = getrandbits(k);
-  while (r >= n) r = getrandbits(k);
-  return r;
-}
+[[noreturn]] void PythonRandom::randbelow_empty() { throw UsageError("randbelow(0): empty range"); }
 
 int64_t PythonRandom::randrange(int64_t start, int64_t stop) {
   if (stop <= start) throw UsageError(cat("empty range for randrange(", start, ", ", stop, ")"));

@@ -58,16 +58,22 @@ void TokenStoreWriter::checkpoint(uint64_t input_documents, const nlohmann::json
 }
 
 void TokenStoreWriter::add_document(const std::vector<std::vector<TokenId32>>& sentences) {
-  uint64_t kept = 0;
+  std::vector<TokenId32> tokens;
+  std::vector<uint64_t> ends;
   for (const auto& s : sentences) {
     if (s.empty()) continue;
-    tokens_file_.write(s.data(), s.size() * sizeof(TokenId32));
-    tokens_ += s.size();
-    sentences_file_.write_pod(tokens_);
-    ++kept;
+    tokens.insert(tokens.end(), s.begin(), s.end());
+    ends.push_back(tokens.size());
   }
-  if (kept == 0) return;
-  sentences_ += kept;
+  add_document(tokens, ends, 0);
+}
+
+void TokenStoreWriter::add_document(std::span<const TokenId32> tokens, std::span<const uint64_t> ends, uint64_t base) {
+  if (ends.empty()) return;
+  tokens_file_.write(tokens.data(), tokens.size() * sizeof(TokenId32));
+  for (uint64_t end : ends) sentences_file_.write_pod(tokens_ + (end - base));
+  tokens_ += tokens.size();
+  sentences_ += ends.size();
   documents_file_.write_pod(sentences_);
   ++documents_;
 }

@@ -40,6 +40,9 @@ class TokenStoreWriter {
   static std::optional<Checkpoint> resume_point(const std::string& dir, const nlohmann::json& key);
   // A document without sentences is skipped (the Python script drops empty documents too).
   void add_document(const std::vector<std::vector<TokenId32>>& sentences);
+  // The same from one buffer: `tokens` holds the sentences back to back, sentence k ending at
+  // ends[k] − base (ends rise; no empty sentence).
+  void add_document(std::span<const TokenId32> tokens, std::span<const uint64_t> ends, uint64_t base);
   // Makes everything added so far, which covers the first `input_documents` input documents,
   // survive a kill: flushes the files, then rewrites progress.json.
   void checkpoint(uint64_t input_documents, const nlohmann::json& key);

@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include <tbb/enumerable_thread_specific.h>
@@ -45,16 +48,23 @@ TokenId32 end_of_document_id(const Tokenizer& tok) {
 
 namespace {
 
-using TokenizedDoc = std::vector<std::vector<TokenId32>>;
-
-// Documents read and tokenized together: the pipeline's unit of work.
+// Documents read and tokenized together: the pipeline's unit of work. The batch's tokens lie in
+// one buffer (no vector per sentence: this runs for every sentence of the corpus).
 struct Batch {
   std::vector<RawDocument> docs;
-  std::vector<TokenizedDoc> out;
+  std::vector<TokenId32> tokens;       // every sentence's ids, back to back
+  std::vector<uint64_t> sentence_ends;  // end of each non-empty sentence in `tokens`
+  std::vector<size_t> document_ends;    // end of each document in `sentence_ends`
   uint64_t text_bytes = 0;  // of the documents' text, which spaces the checkpoints
   uint64_t end_bytes = 0;   // input bytes read through this batch (read here, not from the reader,
                             // which the input stage is advancing on another thread)
   std::vector<uint64_t> blocks;  // a part's: each document's block, local to the part
+
+  // Ends the sentence begun at `begin` in `tokens`; an empty one is dropped (the Python script
+  // drops sentences without tokens).
+  void end_sentence(size_t begin) {
+    if (tokens.size() > begin) sentence_ends.push_back(tokens.size());
+  }
 };
 
 // A run that continues from the last checkpoint of an interrupted one reads that run's input
@@ -110,42 +120,53 @@ void tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, TextDocu
     return batch;
   };
   auto tokenize_batch = [&](std::shared_ptr<Batch> batch) {
-    batch->out.resize(batch->docs.size());
-    for (size_t i = 0; i < batch->docs.size(); ++i) {
-      RawDocument& doc = batch->docs[i];
-      TokenizedDoc& out = batch->out[i];
+    batch->document_ends.reserve(batch->docs.size());
+    std::string text;  // GPT: the document's text; BERT: its sentences, one per line
+    for (RawDocument& doc : batch->docs) {
       if (gpt) {
         // The whole text, as Megatron's preprocess_data.py encodes a JSON document.
-        std::string text = doc.presplit ? std::string() : std::move(doc.text);
+        text = doc.presplit ? std::string() : std::move(doc.text);
         for (size_t k = 0; k < doc.sentences.size(); ++k) text += (k ? "\n" : "") + doc.sentences[k];
-        std::vector<TokenId32> ids;
-        tok.encode_into(text, ids);
-        if (!ids.empty()) {
-          ids.push_back(eod);
-          out.push_back(std::move(ids));
+        const size_t begin = batch->tokens.size();
+        tok.encode_into(text, batch->tokens);
+        if (batch->tokens.size() > begin) batch->tokens.push_back(eod);
+        batch->end_sentence(begin);
+      } else if (doc.presplit) {
+        for (const auto& sentence : doc.sentences) {
+          const size_t begin = batch->tokens.size();
+          tok.encode_into(sentence, batch->tokens);
+          batch->end_sentence(begin);
         }
-        continue;
-      }
-      if (!doc.presplit) {
+      } else {
         auto& local = splitters.local();
         if (!local) local.emplace(*splitter_proto);
-        doc.sentences = local->split(doc.text);
+        text.clear();
+        local->append_lines(doc.text, text);
+        for (std::string_view rest = text; !rest.empty();) {
+          const size_t eol = rest.find('\n');
+          const size_t begin = batch->tokens.size();
+          tok.encode_into(rest.substr(0, eol), batch->tokens);
+          batch->end_sentence(begin);
+          rest.remove_prefix(eol + 1);
+        }
       }
-      for (const auto& sentence : doc.sentences) {
-        std::vector<TokenId32> ids;
-        tok.encode_into(sentence, ids);
-        if (!ids.empty()) out.push_back(std::move(ids));
-      }
+      batch->document_ends.push_back(batch->sentence_ends.size());
     }
     return batch;
   };
   auto store_batch = [&](std::shared_ptr<Batch> batch) {
-    for (size_t i = 0; i < batch->out.size(); ++i) {
-      writer.add_document(batch->out[i]);
+    size_t first_sentence = 0;
+    for (size_t i = 0; i < batch->docs.size(); ++i) {
+      const size_t end_sentence = batch->document_ends[i];
+      const std::span<const uint64_t> ends(batch->sentence_ends.data() + first_sentence, end_sentence - first_sentence);
+      const uint64_t begin = first_sentence ? batch->sentence_ends[first_sentence - 1] : 0;
+      writer.add_document(std::span<const TokenId32>(batch->tokens).subspan(begin, ends.empty() ? 0 : ends.back() - begin),
+                          ends, begin);
+      first_sentence = end_sentence;
       if (parts == 1) continue;
       const uint64_t block = batch->blocks[i];
       if (block_documents.size() <= block) block_documents.resize(block + 1, 0);
-      block_documents[block] += !batch->out[i].empty();  // add_document skips an empty one
+      block_documents[block] += !ends.empty();  // add_document skips an empty one
     }
     input_documents += batch->docs.size();
     text_since_checkpoint += batch->text_bytes;

@@ -3,7 +3,8 @@
 # documents repeated until --text-mb), BERT seq 128 and GPT, at 1 and 2 threads; against our
 # tokenizer alone on the same text (the goal: sharding at ≥ 70% of pure tokenization speed) and
 # against Google's algorithm in Python (scripts/bench/shards_peer.py, HF fast tokenizer; run on a
-# --peer-mb slice, Python being slow). Ends with a projection for enwiki (20 GB of text, seq 128,
+# --peer-mb slice, Python being slow; ours runs there with --rng python, the Python script's own
+# draws, so both count the same instances). Ends with a projection for enwiki (20 GB of text, seq 128,
 # dupe 5) on 16 cores, from the per-stage times. Each run's peak RSS is in the table (/usr/bin/time);
 # so are CPU seconds (user + system, per stage and in all), the figure a shared machine distorts
 # least: "ratio per CPU-s" compares tokens per CPU-second with the tokenizer's alone.
@@ -86,7 +87,7 @@ if ((peer_mb > 0)); then
     --vocab "$vocab" --dupe "$dupe" >"$dir/peer.out"
   awk -v cpu="$(awk '{print $1 + $2}' "$dir/peer.cpu")" '{print $2, 1, $3, $4, $5, $6, cpu}' "$dir/peer.out" >>"$results"
   /usr/bin/time -f "%U %S" -o "$dir/ours.cpu" build/datagen/make-pretraining-shards --model bert -i "$dir/peer.txt" \
-    --tokenizer "$vocab" -o "$dir/out-peer" --dupe-factor "$dupe" --threads 1 --quiet >"$dir/peer-ours.json"
+    --tokenizer "$vocab" -o "$dir/out-peer" --dupe-factor "$dupe" --threads 1 --rng python --quiet >"$dir/peer-ours.json"
   /usr/bin/python3 - "$dir/peer-ours.json" $(cat "$dir/ours.cpu") >>"$results" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); cpu = float(sys.argv[2]) + float(sys.argv[3])
@@ -129,7 +130,7 @@ p, o = rows.get(("bert_python", 1)), rows.get(("ours_on_peer_slice", 1))
 if p and o:
     pc, oc = float(p[4]), float(o[4])
     print(f"\nGoogle's algorithm in Python (HF fast tokenizer), the same text slice, 1 thread: "
-          f"{float(p[0]):,.0f} instances/s, {pc:.2f} CPU s; ours (default gzip level) {float(o[0]):,.0f} instances/s, "
+          f"{float(p[0]):,.0f} instances/s, {pc:.2f} CPU s; ours (--rng python, default gzip level) {float(o[0]):,.0f} instances/s, "
           f"{oc:.2f} CPU s: {float(o[0]) / float(p[0]):.1f}× by wall time, {(int(o[2]) / oc) / (int(p[2]) / pc):.1f}× "
           f"instances per CPU-second")
 # Projection: enwiki ≈ 20 GB of text, dupe 5, 16 cores, from the CPU seconds of the one-thread
