@@ -15,17 +15,14 @@ import json
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
 
 class MetricsError(Exception):
     pass
 
 
 def load(run):
+    """A run's (step records, eval records) from its metrics.jsonl (or the directory holding one).
+    scripts/metrics_to_tensorboard.py reads runs with this too."""
     path = os.path.join(run, "metrics.jsonl") if os.path.isdir(run) else run
     if not os.path.exists(path):
         raise MetricsError(f"{path}: no such metrics file")
@@ -38,13 +35,25 @@ def load(run):
                 record = json.loads(line)
             except json.JSONDecodeError as e:
                 raise MetricsError(f"{path}:{number}: not a JSON object ({e.msg})")
+            if not isinstance(record, dict) or isinstance(record.get("step"), bool) or \
+                    not isinstance(record.get("step"), int):
+                raise MetricsError(f"{path}:{number}: expected a JSON object with an integer \"step\"")
             (evals if record.get("eval") else steps).append(record)
     if not steps:
         raise MetricsError(f"{path}: no step records")
     return steps, evals
 
 
+def run_name(run):
+    """A run's default label: the name of the directory its metrics.jsonl is in."""
+    return os.path.basename(os.path.abspath(run if os.path.isdir(run) else os.path.dirname(run) or "."))
+
+
 def plot(runs, labels, out, skip):
+    # Here, not at the top: load() is imported by scripts that do not plot.
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
     (loss, lr), (speed, memory) = axes
     for i, ((steps, evals), label) in enumerate(zip(runs, labels)):
@@ -79,8 +88,7 @@ def main():
     a = ap.parse_args()
     if a.labels and len(a.labels) != len(a.runs):
         ap.error(f"{len(a.labels)} labels for {len(a.runs)} runs")
-    labels = a.labels or [os.path.basename(os.path.normpath(r if os.path.isdir(r) else os.path.dirname(r) or "."))
-                          for r in a.runs]
+    labels = a.labels or [run_name(r) for r in a.runs]
     try:
         runs = [load(r) for r in a.runs]
     except MetricsError as e:
