@@ -63,6 +63,17 @@ if [[ -s $req ]] && grep -qv '^\s*#' "$req"; then
     .venv/bin/python -m pip install -q --no-deps -r "$nodeps"
     echo "$want" > "$stamp"
   fi
+  # The build backend of `pip install .` as wheels, pinned and offline: pip install --no-index
+  # --find-links .venv/wheelhouse . (--no-deps: the file pins every wheel the backend needs).
+  build_req=scripts/requirements-venv-build.txt
+  stamp=.venv/wheelhouse/.requirements.sha
+  want=$(sha256sum "$build_req" | cut -c1-64)
+  if [[ -s $build_req && ( ! -f $stamp || $(cat "$stamp") != "$want" ) ]]; then
+    echo "setup_deps: pip download -r $build_req into .venv/wheelhouse"
+    rm -rf .venv/wheelhouse
+    .venv/bin/python -m pip download -q --no-deps --only-binary=:all: -d .venv/wheelhouse -r "$build_req"
+    echo "$want" > "$stamp"
+  fi
 fi
 
 if [[ -x /usr/local/cuda/bin/nvcc ]]; then

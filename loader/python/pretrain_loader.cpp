@@ -29,6 +29,7 @@
 #include "common/error.h"
 #include "loader/config_json.h"
 #include "loader/loader.h"
+#include "python/error_translator.h"
 
 namespace py = pybind11;
 using nlohmann::json;
@@ -231,15 +232,7 @@ PYBIND11_MODULE(pretrain_loader, m) {
       "Training batches from pretraining shards (BERT HDF5, Megatron .bin/.idx, llm.c .bin) as numpy "
       "arrays without copies. See Loader.";
 
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const pretrain::UsageError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
-    } catch (const pretrain::Error& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
-    }
-  });
+  pretrain::python::register_error_translator();
 
   py::class_<DeviceArray>(m, "DeviceArray",
                           "A batch tensor in GPU memory; torch.as_tensor(x, device='cuda') wraps it without a copy.")

@@ -11,8 +11,8 @@ to the loader when the step drops its tensors. Halfway (--resume-at) the loader'
 the loader closed, and a new one restored from the state: the run goes on with exactly the batches
 an uninterrupted run gets, which the script checks against the old loader's next batch.
 
-Prints "step N loss X" per step, then a JSON summary line. Needs the module built
-(cmake --build build --target pretrain_loader_python) and python3 with torch (Debian's python3-torch).
+Prints "step N loss X" per step, then a JSON summary line. Needs the package installed (pip install .)
+or built (cmake --build build --target pretrain_loader_python) and python3 with torch (Debian's python3-torch).
 """
 import argparse
 import json
@@ -27,12 +27,18 @@ from torch import nn
 
 
 def import_module(build_dir):
+    """pretrain.loader from --build-dir (or $PRETRAIN_BUILD_DIR) when given, else the installed package
+    (pip install .), else this source tree's build/."""
     here = os.path.dirname(os.path.abspath(__file__))
-    for d in (build_dir, os.environ.get("PRETRAIN_BUILD_DIR"), os.path.join(here, "..", "..", "build")):
-        if d:
-            sys.path.insert(0, os.path.join(d, "python"))
-    import pretrain_loader
-    return pretrain_loader
+    build_dir = build_dir or os.environ.get("PRETRAIN_BUILD_DIR")
+    if build_dir:
+        sys.path.insert(0, os.path.join(build_dir, "python"))
+    try:
+        import pretrain.loader
+    except ImportError:
+        sys.path.insert(0, os.path.join(here, "..", "..", "build", "python"))
+        import pretrain.loader
+    return pretrain.loader
 
 
 def as_torch(array):
@@ -125,7 +131,7 @@ def main():
     p.add_argument("--resume-at", type=int, default=-1,
                    help="save the loader state after this step and continue from a new loader (default: steps/2; 0: never)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--build-dir", help="where the pretrain_loader module was built (<dir>/python)")
+    p.add_argument("--build-dir", help="use the modules built there (<dir>/python), not the installed package")
     args = p.parse_args()
     if args.model == "gpt" and args.seq_len <= 0:
         p.error("--model gpt needs --seq-len")
@@ -210,7 +216,7 @@ def main():
     summary = {
         "model": args.model, "steps": step, "seconds": round(seconds, 3), "steps_per_second": round(step / seconds, 2),
         "first_loss": sum(losses[:k]) / k, "last_loss": sum(losses[-k:]) / k, "resumed_identical": resumed,
-        "loader": loader.stats(),
+        "loader": loader.stats(), "module": sys.modules["pretrain_loader"].__file__,
     }
     print(json.dumps(summary), flush=True)
     loader.close()

@@ -110,3 +110,42 @@ def sample_shards(tmp, docs=None, bert_dupe=5, valid_fraction=0):
     run(tool("make-pretraining-shards"), "-q", "--model", "gpt", "-i", docs, "--tokenizer",
         os.path.join(spm, "spm.model"), "-o", out["gpt"], *split)
     return out
+
+
+def tokenize_cli(tokenizer, lines, *flags):
+    """What the `tokenize` command writes for lines (no newlines inside), one list per line: ids
+    (ints), or with --tokens the tokens, or with --decode (lines of ids) the text."""
+    r = subprocess.run([tool("tokenize"), "-q", "--tokenizer", str(tokenizer), *map(str, flags)],
+                       input="".join(line + "\n" for line in lines).encode(), capture_output=True)
+    if r.returncode != 0:
+        raise SystemExit(f"tokenize --tokenizer {tokenizer} {' '.join(map(str, flags))}: exit {r.returncode}\n"
+                         f"{r.stderr.decode(errors='replace')}")
+    out = r.stdout.decode().split("\n")[:-1]
+    if "--decode" in flags:
+        return out
+    if "--tokens" in flags:
+        return [line.split(" ") if line else [] for line in out]
+    return [[int(x) for x in line.split()] for line in out]
+
+
+def write_tiny_bpe(directory):
+    """A GPT-2-style byte-level BPE vocabulary of our own (vocab.json + merges.txt): the 256 byte
+    symbols, a few merges and <|endoftext|>. Returns the vocab.json path."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs, n = bs[:], 0
+    for b in range(256):  # GPT-2's bytes_to_unicode: printable bytes stand for themselves
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    vocab = {chr(c): i for i, c in enumerate(cs)}  # GPT-2's order: printable bytes first
+    merges = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "Ġ s", "o n", "Ġthe r", "a n"]
+    for m in merges:
+        vocab.setdefault(m.replace(" ", ""), len(vocab))
+    vocab["<|endoftext|>"] = len(vocab)
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    with open(os.path.join(directory, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n" + "\n".join(merges) + "\n")
+    return os.path.join(directory, "vocab.json")
