@@ -290,4 +290,19 @@ bool Communicator::Request::test() {
   return done != 0;
 }
 
+std::optional<DirLock> lock_dir_for_job(const std::string& dir, const Communicator& group) {
+  std::optional<DirLock> lock;
+  std::string refused;
+  if (group.rank() == 0) {
+    try {
+      lock.emplace(dir);
+    } catch (const Error& e) {
+      refused = e.what();
+    }
+  }
+  refused = group.broadcast_string(refused, 0);
+  if (!refused.empty()) throw Error(refused);
+  return lock;
+}
+
 }  // namespace pretrain

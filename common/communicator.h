@@ -9,8 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "common/file.h"
 
 namespace pretrain {
 
@@ -84,5 +87,11 @@ class Communicator {
   int rank_ = 0, size_ = 1, local_rank_ = 0;
   void* comm_ = nullptr;  // MPI_Comm, when distributed
 };
+
+// An output directory's lock (DirLock) for a whole job: its rank 0 takes it and every rank learns
+// the outcome before anyone writes, so one job runs alone in the directory while its own ranks
+// share it. When it is refused every rank throws the same Error (naming the directory and the
+// holder's pid). A collective; the lock lives in rank 0's return value.
+std::optional<DirLock> lock_dir_for_job(const std::string& dir, const Communicator& group);
 
 }  // namespace pretrain

@@ -175,7 +175,7 @@ class Wikiprep {
   WikiprepStats run() {
     auto start = std::chrono::steady_clock::now();
     check_options();
-    make_dirs(o_.output_dir);
+    const DirLock lock(o_.output_dir);  // one run per directory, for all of run()
     Bz2ReaderOptions reader_options;
     reader_options.threads = std::max(1, max_threads());
     reader_options.read_size = 4u << 20;  // plain input: 4 MB pieces keep batches small
