@@ -316,7 +316,26 @@ TEST(Files, StaleTempDirectoriesOfADeadProcessAreRemoved) {
   ASSERT_EQ(removed.size(), 1u);
   EXPECT_EQ(removed[0], stale);
   EXPECT_FALSE(file_exists(stale));
-  EXPECT_TRUE(file_exists(live));  // a live process's (this one's) stays
+  EXPECT_TRUE(file_exists(live));  // this process's own stays
+}
+
+// The directory's lock says no other writer is there: a temp file named by a pid that runs is still
+// a dead writer's (chaos.sh: a killed MPI rank still dying when --resume started, or its pid since
+// taken by another process, left step-N.tmp-<pid>/ behind a successful resume).
+TEST(Files, StaleTempFilesAreRemovedEvenWhenTheirPidNamesALiveProcess) {
+  TempDir dir;
+  const pid_t other = ::fork();
+  if (other == 0) {
+    ::pause();
+    _exit(0);
+  }
+  const std::string stale = dir.file(cat("latest.tmp-", other));
+  write_file_atomic(stale, "step-00000002\n");
+  const auto removed = remove_stale_temp_files(dir.path(), [](std::string_view n) { return n == "latest"; });
+  ::kill(other, SIGKILL);
+  ::waitpid(other, nullptr, 0);
+  EXPECT_EQ(removed.size(), 1u);
+  EXPECT_FALSE(file_exists(stale));
 }
 
 TEST(Progress, LineShowsDoneTotalAndRate) {
