@@ -3,6 +3,7 @@
 #include <tbb/global_control.h>
 #include <tbb/info.h>
 
+#include <csignal>
 #include <cstdio>
 #include <memory>
 
@@ -53,6 +54,10 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
     int code = app.exit(e);  // prints help/version, or the usage error
     return code == 0 ? 0 : 2;
   }
+  // A file past the size limit (ulimit -f, a quota) delivers SIGXFSZ, which kills the process
+  // without a word; ignored, the write fails with EFBIG instead and the writer's error names the
+  // file, removes its temp file and exits 1 like any other full disk.
+  std::signal(SIGXFSZ, SIG_IGN);
   return run_reporting_errors([&] {
     if (g_tool_options) g_tool_options->apply();
     return body();

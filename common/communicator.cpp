@@ -300,4 +300,19 @@ void fault_point(const char* stage) {
     throw Error(cat(stage, ": fault injected by PRETRAIN_FAULT=", spec));
 }
 
+std::optional<DirLock> lock_dir_for_job(const std::string& dir, const Communicator& group) {
+  std::optional<DirLock> lock;
+  std::string refused;
+  if (group.rank() == 0) {
+    try {
+      lock.emplace(dir);
+    } catch (const Error& e) {
+      refused = e.what();
+    }
+  }
+  refused = group.broadcast_string(refused, 0);
+  if (!refused.empty()) throw Error(refused);
+  return lock;
+}
+
 }  // namespace pretrain

@@ -9,8 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "common/file.h"
 
 namespace pretrain {
 
@@ -89,5 +92,11 @@ class Communicator {
 // world throw an Error as `stage` begins (the tests check that one failing rank ends the whole job,
 // naming itself). Does nothing without the variable.
 void fault_point(const char* stage);
+
+// An output directory's lock (DirLock) for a whole job: its rank 0 takes it and every rank learns
+// the outcome before anyone writes, so one job runs alone in the directory while its own ranks
+// share it. When it is refused every rank throws the same Error (naming the directory and the
+// holder's pid). A collective; the lock lives in rank 0's return value.
+std::optional<DirLock> lock_dir_for_job(const std::string& dir, const Communicator& group);
 
 }  // namespace pretrain

@@ -2,7 +2,7 @@
 
 #include <fcntl.h>
 #include <glob.h>
-#include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -142,6 +142,56 @@ void AtomicFile::abandon() {
   done_ = true;
 }
 
+DirLock::DirLock(const std::string& dir) : path_(path_join(dir, kFileName)) {
+  make_dirs(dir);
+  for (;;) {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw_errno("cannot create the lock file", path_);
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      fd_ = -1;
+      if (err == EINTR) continue;
+      if (err != EWOULDBLOCK) {
+        errno = err;
+        throw_errno("cannot lock", path_);
+      }
+      std::string holder;
+      try {
+        holder = read_file(path_);
+      } catch (const Error&) {
+      }
+      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+      throw Error(Where{dir}, cat("the output directory is in use by another process (pid ",
+                                  holder.empty() ? "unknown" : holder, ", holding ", path_,
+                                  "): two runs would interleave their files; wait for it or write elsewhere"));
+    }
+    // The last holder removes the file before it lets go: when that happened between our open and
+    // our flock, we hold a name nobody else sees. Then lock the file the name has now.
+    struct stat held {}, named {};
+    if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+        held.st_ino == named.st_ino)
+      break;
+    ::close(fd_);
+    fd_ = -1;
+  }
+  const std::string pid = cat(::getpid(), "\n");
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
+    const int err = errno;
+    ::close(fd_);  // no destructor runs for a constructor that throws
+    errno = err;
+    throw_errno("cannot write the lock file", path_);
+  }
+}
+
+DirLock::DirLock(DirLock&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_) { o.fd_ = -1; }
+
+DirLock::~DirLock() {
+  if (fd_ < 0) return;
+  ::unlink(path_.c_str());  // while still held: nobody can take the old file's lock and keep it
+  ::close(fd_);
+}
+
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw_errno("cannot open", path);
@@ -244,10 +294,8 @@ std::vector<std::string> remove_stale_temp_files(const std::string& dir, bool (*
     if (at == std::string::npos || at + 5 == file.size()) continue;
     const std::string pid = file.substr(at + 5);
     if (pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
-    if (!ours(std::string_view(file).substr(0, at))) continue;
-    // kill(pid, 0) fails with ESRCH only when no such process exists (EPERM: it exists, not ours).
-    if (::kill(pid_t(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;
-    if (fs::remove(entry.path(), ec)) removed.push_back(entry.path().string());
+    if (!ours(std::string_view(file).substr(0, at)) || std::stol(pid) == long(::getpid())) continue;
+    if (fs::remove_all(entry.path(), ec) > 0) removed.push_back(entry.path().string());  // a checkpoint's is a directory
   }
   return removed;
 }

@@ -51,6 +51,29 @@ class AtomicFile {
   std::vector<char> buffer_;
 };
 
+// An output directory's lock: two runs writing one directory would interleave their shards and
+// manifests, so each tool that writes one holds flock(2) on `dir/.lock` while it runs. The kernel
+// drops the lock when the process ends, however it ends (kill -9 included), so a crash leaves
+// nothing stale that blocks the next run. The file holds the holder's pid (for the refusal's
+// message) and is removed when the holder lets go. Under mpirun one rank takes it for the job
+// (lock_dir_for_job in communicator.h).
+class DirLock {
+ public:
+  static constexpr const char* kFileName = ".lock";
+  // Creates dir when missing. Throws Error naming dir and the holder's pid when another process
+  // (or another DirLock of this one) holds it.
+  explicit DirLock(const std::string& dir);
+  ~DirLock();  // removes the file, then lets go
+  DirLock(DirLock&& other) noexcept;
+  DirLock& operator=(DirLock&&) = delete;
+  DirLock(const DirLock&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 // Read-only mapping of a whole file. An empty file maps to an empty span.
 class MappedFile {
  public:
@@ -83,10 +106,12 @@ uint64_t file_size(const std::string& path);             // throws Error when mi
 std::string read_file(const std::string& path);           // whole file
 void write_file_atomic(const std::string& path, std::string_view contents);
 void make_dirs(const std::string& path);                  // mkdir -p
-// The temp files a killed writer left: `<name>.tmp-<pid>` in `dir` for a name that `ours` accepts,
-// whose pid is no running process on this machine (an AtomicFile's temp file outlives its process
-// only when the process dies). Removes them and returns their paths. A live process's (another
-// writer's, or this one's) are left alone.
+// The temp files a killed writer left: `<name>.tmp-<pid>` in `dir` for a name that `ours` accepts
+// and a pid other than this process's (an AtomicFile's temp file outlives its process only when the
+// process dies). Removes them (a directory with its contents) and returns their paths. Call it
+// holding the directory's DirLock, before any other rank of the job writes there: then no other
+// live writer can be in it, and a pid is not asked whether it runs (a killed rank can still be
+// dying, or its pid already another process's, when the next run starts).
 std::vector<std::string> remove_stale_temp_files(const std::string& dir, bool (*ours)(std::string_view name));
 std::string path_join(const std::string& dir, const std::string& name);
 std::string base_name(const std::string& path);

@@ -19,6 +19,7 @@ inline constexpr const char* kFormatBertHdf5 = "bert-hdf5";    // NVIDIA BERT la
 inline constexpr const char* kFormatBertHdf5Binned = "bert-hdf5-binned";  // bins of NVIDIA shards (--bin-size)
 inline constexpr const char* kFormatMegatron = "megatron";     // <prefix>.bin + .idx
 inline constexpr const char* kFormatLlmc = "llmc";             // llm.c token .bin
+inline constexpr const char* kFormatCheckpoint = "checkpoint";  // a trainer checkpoint's files (trainer/checkpoint.h)
 inline constexpr int kManifestVersion = 1;
 
 struct TokenizerInfo {

@@ -7,9 +7,21 @@
 # reproducer into tests/fuzz/corpus/TARGET/ once fixed, so the replay test keeps it fixed.
 # PRETRAIN_FUZZ_SEED fixes libFuzzer's random seed (unset: a new one each run, for real fuzzing);
 # scripts/test.sh sets it so a CI verdict can be reproduced, and long runs stay random.
+#
+# scripts/fuzz.sh --campaign HOURS [TARGET…]: every target (or those named) in turn, HOURS shared
+# equally; after each, the inputs that add coverage are merged (-merge=1, which keeps only those)
+# into tests/fuzz/corpus/TARGET, and a row (date, seconds, executions, coverage, features, inputs
+# added, findings) is appended to tests/fuzz/campaign.md, whose totals per target it then prints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[[ $# -eq 2 ]] || { echo "usage: scripts/fuzz.sh TARGET|--all SECONDS" >&2; exit 2; }
+campaign= named=()
+if [[ ${1:-} == --campaign && $# -ge 2 ]]; then
+  campaign=1 hours=$2
+  shift 2
+  named=("$@")
+  set -- --all 0
+fi
+[[ $# -eq 2 ]] || { echo "usage: scripts/fuzz.sh TARGET|--all SECONDS, or --campaign HOURS [TARGET…]" >&2; exit 2; }
 target=$1 seconds=$2
 jobs=${PRETRAIN_JOBS:-$(nproc)}
 build=${PRETRAIN_FUZZ_BUILD:-build-fuzz}
@@ -20,13 +32,44 @@ else
   CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPRETRAIN_FUZZ=ON \
     -DPRETRAIN_CUDA=OFF >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 fi
-if [[ $target == --all ]]; then
+if [[ -n $campaign && ${#named[@]} -gt 0 ]]; then
+  targets=${named[*]}
+elif [[ $target == --all ]]; then
   targets=$(cd tests/fuzz && ls fuzz_*.cpp | sed 's/^fuzz_//; s/\.cpp$//')
 else
   targets=$target
 fi
+if [[ -n $campaign ]]; then
+  seconds=$(awk -v h="$hours" -v n="$(wc -w <<<"$targets")" 'BEGIN { s = int(h * 3600 / n); print s < 1 ? 1 : s }')
+fi
 cmake --build "$build" -j "$jobs" --target $(printf 'fuzz_%s ' $targets)
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0  # libhdf5's own leaks
+table=tests/fuzz/campaign.md
+# Appends the row of target $1's run (its log in $build/corpus/$1.log) and merges its new inputs.
+campaign_row() {
+  local t=$1 log=$build/corpus/$1.log execs cov ft findings before after
+  # The last status line: "#N DONE cov: C ft: F …" (or the last "#N … cov: C ft: F" before a crash);
+  # fork mode (bert_hdf5) prints "#N: cov: C ft: F … exec/s" lines.
+  execs=$(grep -oE '^#[0-9]+' "$log" | tail -n 1 | tr -d '#')
+  cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+')
+  ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+')
+  findings=$(ls "$build/corpus" | grep -cE "^$t-(crash|leak|timeout|oom)-" || true)
+  mkdir -p "tests/fuzz/corpus/$t"
+  before=$(ls "tests/fuzz/corpus/$t" | wc -l)
+  (cd "$build/corpus" && ../fuzz/fuzz_$t -merge=1 -rss_limit_mb=2048 "$OLDPWD/tests/fuzz/corpus/$t" "$t" >"$t.merge.log" 2>&1) ||
+    echo "fuzz $t: merging its corpus failed (see $build/corpus/$t.merge.log)" >&2
+  after=$(ls "tests/fuzz/corpus/$t" | wc -l)
+  [[ -f $table ]] || printf '%s\n' "| date | target | seconds | executions | coverage | features | corpus inputs added | findings |" \
+    "|---|---|---:|---:|---:|---:|---:|---:|" >"$table"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(date -u +%Y-%m-%dT%H:%MZ)" "$t" "$seconds" "${execs:-0}" \
+    "${cov:-?}" "${ft:-?}" "$((after - before))" "$findings" >>"$table"
+}
+# Executions and findings per target over every campaign in the table.
+campaign_totals() {
+  echo "campaign totals ($table):"
+  awk -F'|' 'NR > 2 { gsub(/ /, "", $3); e[$3] += $5; f[$3] += $9; s[$3] += $4 }
+             END { for (t in e) printf "  %-14s %12d executions in %8d s, %d findings\n", t, e[t], s[t], f[t] }' "$table" | sort
+}
 status=0
 for t in $targets; do
   corpus=$build/corpus/$t
@@ -51,5 +94,7 @@ for t in $targets; do
   else
     grep -E "^#[0-9]+.*DONE|Done [0-9]+ runs|oom/timeout/crash" "$build/corpus/$t.log" | tail -n 1 || true
   fi
+  if [[ -n $campaign ]]; then campaign_row "$t"; fi
 done
+if [[ -n $campaign ]]; then campaign_totals; fi
 exit $status

@@ -105,7 +105,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   return run_tool(app, argc, argv, [&] {
     auto start = std::chrono::steady_clock::now();
-    make_dirs(out_dir);
+    const DirLock lock(out_dir);  // one run per directory
+    for (const std::string& stale : remove_stale_temp_files(out_dir, [](std::string_view name) {
+           return name == "vocab.txt" || name == "spm.model" || name == "spm.vocab";
+         }))
+      log_info("removed ", stale, ", left by a run that was killed");
     TextStats stats;
     TextSource source = make_text_source(inputs, stats);
     std::string summary;

@@ -3,11 +3,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "common/error.h"
 #include "common/file.h"
+#include "common/log.h"
+#include "common/manifest.h"
 #include "trainer/parallel/grid.h"
 
 namespace pretrain {
@@ -165,6 +168,13 @@ std::string save_checkpoint(const std::string& dir, int64_t step, const Model& m
   moments.merge(second);
   write_safetensors(path_join(tmp, "optimizer.safetensors"), moments, meta);
   write_file_atomic(path_join(tmp, "state.json"), state.dump(2) + "\n");
+  Manifest manifest;
+  manifest.format = kFormatCheckpoint;
+  manifest.tool = "checkpoint";
+  manifest.shards = {Manifest::describe(tmp, "model.safetensors", weights.size()),
+                     Manifest::describe(tmp, "optimizer.safetensors", moments.size()),
+                     Manifest::describe(tmp, "state.json", 1)};
+  manifest.write(path_join(tmp, kManifestName));  // last: it vouches for the files above
   std::error_code ec;
   fs::remove_all(final_path, ec);
   fs::rename(tmp, final_path, ec);
@@ -186,7 +196,35 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   return path;
 }
 
+namespace {
+
+// Every file of the checkpoint against its manifest.json before any is read: a flipped bit in a
+// tensor file would otherwise load as a wrong weight and train on silently.
+void verify_checkpoint(const std::string& path) {
+  const std::string manifest_path = path_join(path, kManifestName);
+  if (!file_exists(manifest_path)) {
+    // Written before checkpoints had checksums: refusing it would strand every run in progress
+    // across an upgrade, and the readers still check its structure (sizes, offsets, JSON).
+    log_warn(cat("checkpoint '", path, "' has no ", kManifestName, " (written before checksums): loading it unverified"));
+    return;
+  }
+  const Manifest m = Manifest::read(manifest_path);
+  if (m.format != kFormatCheckpoint)
+    throw Error(Where{manifest_path}, cat("expected format \"", kFormatCheckpoint, "\", found \"", m.format, "\""));
+  for (const char* file : {"model.safetensors", "optimizer.safetensors", "state.json"})
+    if (std::none_of(m.shards.begin(), m.shards.end(), [&](const ShardEntry& s) { return s.file == file; }))
+      throw Error(Where{manifest_path}, cat("expected an entry for ", file));
+  const std::vector<VerifyProblem> problems = verify_manifest(m, path);
+  if (!problems.empty())
+    throw Error(Where{path_join(path, problems.front().file)},
+                cat("checkpoint refused: ", problems.front().message, " (", kManifestName,
+                    " records another file: damaged on disk, or a copy cut short)"));
+}
+
+}  // namespace
+
 nlohmann::json load_checkpoint(const std::string& path, Model& model, Optimizer& optimizer) {
+  verify_checkpoint(path);
   const std::string state_path = path_join(path, "state.json");
   if (!file_exists(state_path)) throw Error(cat("checkpoint '", path, "': state.json is missing"));
   nlohmann::json state;

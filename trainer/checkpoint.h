@@ -1,7 +1,9 @@
 // Checkpoints and weight export. A checkpoint is a directory step-<8 digits>/ under
 // --checkpoint-dir holding model.safetensors (the weights, by their reference names),
-// optimizer.safetensors (exp_avg.<name>, exp_avg_sq.<name>) and state.json (step, loader state,
-// the run's configuration). It is written as <name>.tmp-<pid> and renamed when complete, and
+// optimizer.safetensors (exp_avg.<name>, exp_avg_sq.<name>), state.json (step, loader state,
+// the run's configuration) and manifest.json (format "checkpoint": each of the three files' size
+// and xxh3, checked before anything is loaded, so a damaged file is refused rather than trained
+// on). It is written as <name>.tmp-<pid> and renamed when complete, and
 // `latest` names the newest, so a kill at any moment leaves either the old or the new one whole.
 #pragma once
 #include <map>
@@ -40,7 +42,8 @@ std::string save_checkpoint(const std::string& dir, int64_t step, const Model& m
 // The newest complete checkpoint under dir (from `latest`), if any.
 std::optional<std::string> latest_checkpoint(const std::string& dir);
 // Restores weights and optimizer moments (each rank keeps its ZeRO shard); returns state.json. Throws Error naming the file on a
-// missing, truncated or mismatched checkpoint.
+// missing, truncated, damaged (size or xxh3 other than its manifest.json says) or mismatched
+// checkpoint. A checkpoint without manifest.json (written before checksums) loads with a warning.
 nlohmann::json load_checkpoint(const std::string& path, Model& model, Optimizer& optimizer);
 
 }  // namespace pretrain

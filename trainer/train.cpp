@@ -524,6 +524,14 @@ int train(TrainOptions o, const Fault& fault) {
 
   // Plan → grid → device → data → this rank's shard of the model → optimizer → schedule → data parallel.
   const Communicator& world = Communicator::world();
+  // One run per checkpoint directory: two would overwrite each other's step-N and `latest`.
+  const std::optional<DirLock> lock =
+      run.checkpoint_dir.empty() ? std::optional<DirLock>() : lock_dir_for_job(run.checkpoint_dir, world);
+  if (lock)  // rank 0: a killed run's half-written step-N.tmp-<pid>/ and latest.tmp-<pid> would stay forever
+    for (const std::string& stale : remove_stale_temp_files(run.checkpoint_dir, [](std::string_view name) {
+           return name == "latest" || name.starts_with("step-");
+         }))
+      log_info("removed ", stale, ", left by a run that was killed");
   const Grid grid(world, grid_shape(o.parallel));
   if (world.rank() != 0) set_log_level(LogLevel::warn);
   Device device = open_rank_device(run, world, precision);

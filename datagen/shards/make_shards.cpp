@@ -164,6 +164,7 @@ void tokenize_in_parts(const TokenizeOptions& tokenize, const Tokenizer& tok, Te
 MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
   check_options(o);
   const Communicator& world = Communicator::world();
+  const auto lock = lock_dir_for_job(o.output_dir, world);  // this job alone in the directory, before it writes
   const StageClock run_clock;
   MakeShardsStats stats;
   auto tok = load_tokenizer(o.tokenizer, o.tokenizer_options);

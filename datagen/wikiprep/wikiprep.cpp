@@ -280,7 +280,7 @@ class Wikiprep {
     if (Communicator::world().distributed()) return run_ranks(Communicator::world());
     auto start = std::chrono::steady_clock::now();
     check_options();
-    make_dirs(o_.output_dir);
+    const DirLock lock(o_.output_dir);  // one run per directory, for all of run()
     Bz2ReaderOptions reader_options;
     reader_options.threads = std::max(1, max_threads());
     reader_options.read_size = 4u << 20;  // plain input: 4 MB pieces keep batches small
@@ -329,6 +329,7 @@ class Wikiprep {
     if (o_.input == "-") throw UsageError("under mpirun every rank reads the dump itself: give a file, not stdin");
     if (o_.stop_after_shards) throw UsageError("--stop-after-shards is for one process, not under mpirun");
     const int rank = world.rank(), ranks = world.size();
+    const auto lock = lock_dir_for_job(o_.output_dir, world);  // one job per directory; its ranks share it
     const uint64_t size = file_size(o_.input);
     file_size_ = size;
     ranked_ = true;

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -238,6 +240,102 @@ TEST(Files, ExpandInputsSortsAndFailsOnNoMatch) {
   EXPECT_EQ(base_name(files[0]), "a.jsonl");
   EXPECT_EQ(expand_inputs({dir.path()}, ".txt").size(), 1u);
   EXPECT_THROW(expand_inputs({dir.path() + "/*.none"}), UsageError);
+}
+
+// What a second DirLock on `dir` says, "" when it got the lock.
+static std::string second_lock_error(const std::string& dir) {
+  try {
+    DirLock again(dir);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+TEST(DirLock, ASecondHolderIsRefusedNamingTheDirectoryAndThePid) {
+  TempDir dir;
+  const std::string out = dir.file("out/sub");  // created when missing
+  DirLock lock(out);
+  EXPECT_TRUE(file_exists(path_join(out, ".lock")));
+  const std::string message = second_lock_error(out);
+  EXPECT_NE(message.find(out), std::string::npos) << message;
+  EXPECT_NE(message.find(cat("pid ", ::getpid())), std::string::npos) << message;
+  // Another process is refused the same way: flock's lock belongs to the holder's open file.
+  const pid_t child = ::fork();
+  if (child == 0) _exit(second_lock_error(out).find(cat("pid ", ::getppid())) != std::string::npos ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(DirLock, LettingGoRemovesTheFileAndFreesTheDirectory) {
+  TempDir dir;
+  { DirLock lock(dir.path()); }
+  EXPECT_FALSE(file_exists(dir.file(".lock")));  // nothing left beside the outputs
+  EXPECT_EQ(second_lock_error(dir.path()), "");
+  // A lock file no process holds (its writer was killed) is taken over.
+  write_file_atomic(dir.file(".lock"), "999999999\n");
+  EXPECT_EQ(second_lock_error(dir.path()), "");
+}
+
+TEST(DirLock, AKilledHolderLeavesTheDirectoryFree) {
+  TempDir dir;
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    DirLock lock(dir.path());
+    char b = 1;
+    if (::write(ready[1], &b, 1) != 1) _exit(1);
+    ::pause();  // killed here, holding the lock
+    _exit(0);
+  }
+  char b = 0;
+  ASSERT_EQ(::read(ready[0], &b, 1), 1);
+  EXPECT_NE(second_lock_error(dir.path()).find(cat("pid ", child)), std::string::npos);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  EXPECT_TRUE(file_exists(dir.file(".lock")));  // left by the kill, but the kernel let go of the lock
+  EXPECT_EQ(second_lock_error(dir.path()), "");
+}
+
+// A killed trainer leaves step-N.tmp-<pid>/, a directory: the next run removes it with its files.
+TEST(Files, StaleTempDirectoriesOfADeadProcessAreRemoved) {
+  TempDir dir;
+  const pid_t dead = ::fork();
+  if (dead == 0) _exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string stale = dir.file(cat("step-00000004.tmp-", dead)), live = dir.file(cat("step-00000006.tmp-", ::getpid()));
+  make_dirs(stale);
+  make_dirs(live);
+  write_file_atomic(path_join(stale, "model.safetensors"), "half");
+  const auto removed = remove_stale_temp_files(dir.path(), [](std::string_view n) { return n.starts_with("step-"); });
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0], stale);
+  EXPECT_FALSE(file_exists(stale));
+  EXPECT_TRUE(file_exists(live));  // this process's own stays
+}
+
+// The directory's lock says no other writer is there: a temp file named by a pid that runs is still
+// a dead writer's (chaos.sh: a killed MPI rank still dying when --resume started, or its pid since
+// taken by another process, left step-N.tmp-<pid>/ behind a successful resume).
+TEST(Files, StaleTempFilesAreRemovedEvenWhenTheirPidNamesALiveProcess) {
+  TempDir dir;
+  const pid_t other = ::fork();
+  if (other == 0) {
+    ::pause();
+    _exit(0);
+  }
+  const std::string stale = dir.file(cat("latest.tmp-", other));
+  write_file_atomic(stale, "step-00000002\n");
+  const auto removed = remove_stale_temp_files(dir.path(), [](std::string_view n) { return n == "latest"; });
+  ::kill(other, SIGKILL);
+  ::waitpid(other, nullptr, 0);
+  EXPECT_EQ(removed.size(), 1u);
+  EXPECT_FALSE(file_exists(stale));
 }
 
 TEST(Progress, LineShowsDoneTotalAndRate) {

@@ -1,7 +1,7 @@
 // Checkpoints (trainer/checkpoint.h): a round trip restores weights and both AdamW moments bit
 // for bit; `latest` names the newest complete one; a checkpoint of another model, a truncated
 // tensor file, a damaged state.json or a `latest` naming nothing are refused with an error that
-// names the file.
+// names the file; a byte flipped or cut off in any of its files is refused by its checksum.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -75,6 +75,9 @@ TEST_P(Checkpoint, RefusesAnotherModelAndDamagedFiles) {
   TempDir dir;
   Trained a(GetParam(), 3);
   const std::string path = save_checkpoint(dir.path(), 2, a.model, a.optimizer, {{"step", 2}, {"loader", "{}"}});
+  // The readers' own checks, as a checkpoint from before checksums meets them (the checksums
+  // would refuse the damage below first: the next test).
+  std::filesystem::remove(path_join(path, "manifest.json"));
   auto refused = [&](Model& model, Optimizer& opt, const std::string& want) {
     try {
       load_checkpoint(path, model, opt);
@@ -104,6 +107,50 @@ TEST_P(Checkpoint, RefusesAnotherModelAndDamagedFiles) {
   EXPECT_THROW(latest_checkpoint(dir.path()), Error);
   std::ofstream(path_join(dir.path(), "latest")) << "../../etc\n";
   EXPECT_THROW(latest_checkpoint(dir.path()), Error);
+}
+
+// Every damage the checksums must catch, whether or not the reader would notice by itself: one
+// byte flipped anywhere in each file, and each file cut short.
+TEST_P(Checkpoint, AFlippedOrCutByteInAnyFileIsRefusedByItsChecksum) {
+  TempDir dir;
+  Trained a(GetParam(), 3);
+  const std::string path = save_checkpoint(dir.path(), 2, a.model, a.optimizer, {{"step", 2}, {"loader", "{}"}});
+  Trained b(GetParam(), 5);
+  auto refused = [&](const std::string& file, const std::string& want) {
+    try {
+      load_checkpoint(path, b.model, b.optimizer);
+      ADD_FAILURE() << file << ": accepted; expected an error with '" << want << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path_join(path, file)), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  std::mt19937_64 gen(7);
+  for (const char* file : {"model.safetensors", "optimizer.safetensors", "state.json"}) {
+    const std::string p = path_join(path, file), original = read_file(p);
+    for (int trial = 0; trial < 20; ++trial) {
+      std::string damaged = original;
+      damaged[gen() % damaged.size()] ^= char(1 + gen() % 255);
+      std::ofstream(p, std::ios::binary | std::ios::trunc) << damaged;
+      refused(file, "expected xxh3");
+    }
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << original.substr(0, original.size() - 1);
+    refused(file, cat("expected ", original.size(), " bytes"));
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << original;
+  }
+  // The manifest itself damaged: its numbers no longer match, or it no longer parses.
+  const std::string manifest = path_join(path, "manifest.json"), text = read_file(manifest);
+  const size_t digit = text.find("\"xxh3\": \"") + 9;
+  std::string damaged = text;
+  damaged[digit] = damaged[digit] == '0' ? '1' : '0';
+  std::ofstream(manifest, std::ios::binary | std::ios::trunc) << damaged;
+  EXPECT_THROW(load_checkpoint(path, b.model, b.optimizer), Error);
+  std::ofstream(manifest, std::ios::binary | std::ios::trunc) << text.substr(0, text.size() / 2);
+  EXPECT_THROW(load_checkpoint(path, b.model, b.optimizer), Error);
+  // A checkpoint from before checksums (no manifest.json) still loads.
+  std::filesystem::remove(manifest);
+  EXPECT_EQ(load_checkpoint(path, b.model, b.optimizer).at("step").get<int>(), 2);
+  expect_equal(a.model.weights(), b.model.weights(), a.model.num_parameters(), "weights");
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, Checkpoint, ::testing::Values(ModelKind::bert, ModelKind::gpt),
