@@ -164,12 +164,14 @@ void tokenize_in_parts(const TokenizeOptions& tokenize, const Tokenizer& tok, Te
 MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
   check_options(o);
   const Communicator& world = Communicator::world();
-  const auto lock = lock_dir_for_job(o.output_dir, world);  // this job alone in the directory, before it writes
   const StageClock run_clock;
   MakeShardsStats stats;
   auto tok = load_tokenizer(o.tokenizer, o.tokenizer_options);
   BertMaskVocab vocab;
   if (o.model == ModelKind::bert) vocab = mask_vocab_of(*tok);  // fails early on a vocab without [MASK]
+  // This job alone in the directory, before it writes (taking the lock creates the directory, so
+  // only once the options and the tokenizer are known good).
+  const auto lock = lock_dir_for_job(o.output_dir, world);
 
   // Stage 1: documents → token store.
   const std::string work = work_dir(o);
