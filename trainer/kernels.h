@@ -1,6 +1,6 @@
 // Every non-GEMM op of the trainer, written once (DESIGN.md, "Kernels"). An op is a small struct of
-// pointers and sizes with `operator()(i)` for one index of its range: an element, a row, or a block
-// of columns. The CPU backend calls it from a oneTBB parallel_for, the CUDA backend from a
+// pointers and sizes with `operator()(i)` for one index of its range: an element, a row, or a
+// (chunk of rows, column) pair. The CPU backend calls it from a oneTBB parallel_for, the CUDA backend from a
 // grid-stride kernel (trainer/backend_cuda.cu). How each is checked: the arithmetic ops (LayerNorm,
 // GELU, softmax, cross-entropy, AdamW) against naive double-precision versions in trainer/reference.h
 // (tests/trainer/kernels_test.cpp); AdamW and LAMB's stages, as the optimizer runs them, against a
