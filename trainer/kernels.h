@@ -1,6 +1,6 @@
 // Every non-GEMM op of the trainer, written once (DESIGN.md, "Kernels"). An op is a small struct of
-// pointers and sizes with `operator()(i)` for one index of its range: an element, a row, or a block
-// of columns. The CPU backend calls it from a oneTBB parallel_for, the CUDA backend from a
+// pointers and sizes with `operator()(i)` for one index of its range: an element, a row, or a
+// (chunk of rows, column) pair. The CPU backend calls it from a oneTBB parallel_for, the CUDA backend from a
 // grid-stride kernel (trainer/backend_cuda.cu). How each is checked: the arithmetic ops (LayerNorm,
 // GELU, softmax, cross-entropy, AdamW) against naive double-precision versions in trainer/reference.h
 // (tests/trainer/kernels_test.cpp); AdamW and LAMB's stages, as the optimizer runs them, against a
@@ -11,8 +11,13 @@
 //
 // Determinism: every output element is written by exactly one index, and every sum runs in a
 // fixed order inside that index, so results do not depend on the thread count or the schedule.
-// Reductions over rows (bias and LayerNorm gradients, embedding gradients) are column-block ops:
-// index j owns columns [j·kColumnBlock, (j+1)·kColumnBlock) and walks the rows in order.
+// Reductions over rows (bias, LayerNorm and embedding gradients) run in two passes, as llm.c's
+// bias and LayerNorm backward kernels split them: pass 1 over (chunk of kRowChunk rows, column)
+// writes partial sums to a scratch buffer (neighbouring indices are neighbouring columns, so a
+// GPU warp reads whole rows), pass 2 over columns adds a column's partials in chunk order. One
+// index per column walking all rows would give a GPU C threads (768 for BERT base) each with N
+// serial loads, which made these ops nearly all of a GPU step; the chunks are a constant, so the
+// sums do not depend on the thread count either.
 //
 // Shapes: N = rows (batch × sequence, or masked positions), C = channels, V = vocabulary,
 // T = sequence length, NH = heads. All row-major, contiguous, fp32.
@@ -24,12 +29,27 @@
 
 namespace pretrain::kernels {
 
-inline constexpr int64_t kColumnBlock = 32;
+// Rows per partial sum of a column reduction: 64 keeps the partials at 1/64 of the input (little
+// scratch, little extra traffic) while B·T = 8192 rows still give a GPU 128 × C threads.
+inline constexpr int64_t kRowChunk = 64;
 inline constexpr int64_t kReduceChunk = 1 << 14;  // elements per partial sum of a norm
 inline constexpr float kMaskedScore = -10000.0f;  // Google BERT's additive attention mask
 
-PRETRAIN_HD inline int64_t column_blocks(int64_t C) { return (C + kColumnBlock - 1) / kColumnBlock; }
+PRETRAIN_HD inline int64_t row_chunks(int64_t N) { return (N + kRowChunk - 1) / kRowChunk; }
 PRETRAIN_HD inline int64_t reduce_chunks(int64_t n) { return (n + kReduceChunk - 1) / kReduceChunk; }
+
+// ---------------------------------------------------------------- column reductions
+// Pass 2 of every column reduction: index c (of C): out[c] += Σ_k partial[k·C + c], k in order.
+struct AddColumnPartials {
+  float* out;
+  const float* partial;  // [chunks, C]
+  int64_t chunks, C;
+  PRETRAIN_HD void operator()(int64_t c) const {
+    float s = 0;
+    for (int64_t k = 0; k < chunks; ++k) s += partial[k * C + c];
+    out[c] += s;
+  }
+};
 
 // ---------------------------------------------------------------- embeddings
 // The position a token's row r of [N, C] reads: position_ids[r] when given (a packed row restarts
@@ -75,33 +95,52 @@ struct EmbedForward {
   }
 };
 
-// Column block j: the embedding gradients, accumulated row by row in order (a row's id decides
-// which wte row it lands in, so rows cannot be split between threads without a race).
-// Tensor parallel: only the ids [v0, v0 + vrows) land in dwte (vrows 0: every id).
-struct EmbedBackward {
-  float *dwte, *dwpe, *dwtt;  // dwtt null without token types
+// The embedding gradients: row r of dout lands in one row of each table (its id's, its position's,
+// its token type's), and many rows share one (padding, [CLS], frequent words, every position B
+// times), so the rows cannot be split between threads by where they land without a race. The
+// host sorts the rows into groups, one per (table, table row), each listing its rows in
+// increasing order (trainer/parallel/layers.cpp); a group of more than kRowChunk rows is cut into
+// segments of kRowChunk. Pass 1 (EmbedSegmentSums) sums each segment per column, pass 2
+// (EmbedGroupSums) adds each group's rows (a small group) or segment sums (a big one), in order,
+// into its table row. Indices are group·C + column: a warp reads whole rows.
+struct EmbedGroup {
+  int32_t table;    // 0 words, 1 positions, 2 token types
+  int32_t row;      // of that table
+  int32_t begin, end;  // its rows: order[begin, end)
+  int32_t segment;  // its first segment (end − begin > kRowChunk), else −1: its rows are summed directly
+};
+struct EmbedSegmentSums {
+  float* partial;  // [segments, C]
   const float* dout;
-  const int32_t *ids, *types;
-  int64_t N, T, C;
-  int64_t v0 = 0, vrows = 0;
-  const int32_t* positions = nullptr;  // [N] position_ids; null: r mod T
-  PRETRAIN_HD void operator()(int64_t j) const {
-    const int64_t c0 = j * kColumnBlock, c1 = c0 + kColumnBlock < C ? c0 + kColumnBlock : C;
-    for (int64_t r = 0; r < N; ++r) {
-      const float* d = dout + r * C;
-      const int64_t id = int64_t(ids[r]) - v0;
-      float* p = dwpe + position_of(positions, r, T) * C;
-      if (vrows == 0 || (id >= 0 && id < vrows)) {
-        float* w = dwte + id * C;
-        for (int64_t c = c0; c < c1; ++c) w[c] += d[c], p[c] += d[c];
-      } else {
-        for (int64_t c = c0; c < c1; ++c) p[c] += d[c];
-      }
-      if (dwtt) {
-        float* t = dwtt + int64_t(types[r]) * C;
-        for (int64_t c = c0; c < c1; ++c) t[c] += d[c];
-      }
+  const int32_t* order;     // dout rows, grouped
+  const int32_t* segments;  // [segments, 2]: begin and end into order (kRowChunk, a group's last fewer)
+  int64_t C;
+  PRETRAIN_HD void operator()(int64_t i) const {
+    const int64_t k = i / C, c = i % C;
+    float s = 0;
+    for (int32_t j = segments[2 * k]; j < segments[2 * k + 1]; ++j) s += dout[int64_t(order[j]) * C + c];
+    partial[i] = s;
+  }
+};
+struct EmbedGroupSums {
+  float *words, *positions, *types;
+  const float* dout;
+  const int32_t* order;
+  const EmbedGroup* groups;
+  const float* partial;  // EmbedSegmentSums'
+  int64_t C;
+  PRETRAIN_HD void operator()(int64_t i) const {
+    const int64_t k = i / C, c = i % C;
+    const EmbedGroup g = groups[k];
+    float s = 0;
+    if (g.segment < 0) {
+      for (int32_t j = g.begin; j < g.end; ++j) s += dout[int64_t(order[j]) * C + c];
+    } else {
+      const int32_t n = (g.end - g.begin + int32_t(kRowChunk) - 1) / int32_t(kRowChunk);
+      for (int32_t j = 0; j < n; ++j) s += partial[int64_t(g.segment + j) * C + c];
     }
+    float* table = g.table == 0 ? words : g.table == 1 ? positions : types;
+    table[int64_t(g.row) * C + c] += s;
   }
 };
 
@@ -153,21 +192,22 @@ struct LayerNormBackward {
   }
 };
 
-// Column block j: dw += Σ_r dout · norm, db += Σ_r dout.
-struct LayerNormParamBackward {
-  float *dw, *db;
+// Pass 1 of dw += Σ_r dout · norm, db += Σ_r dout (pass 2: AddColumnPartials on each half).
+// Index k·C + c: chunk k of rows, column c.
+struct LayerNormParamPartials {
+  float* partial;  // [2, row_chunks(N), C]: dw's partials, then db's
   const float *dout, *inp, *mean, *rstd;
   int64_t N, C;
-  PRETRAIN_HD void operator()(int64_t j) const {
-    const int64_t c0 = j * kColumnBlock, c1 = c0 + kColumnBlock < C ? c0 + kColumnBlock : C;
-    for (int64_t r = 0; r < N; ++r) {
-      const float *x = inp + r * C, *d = dout + r * C;
-      const float m = mean[r], s = rstd[r];
-      for (int64_t c = c0; c < c1; ++c) {
-        dw[c] += d[c] * (x[c] - m) * s;
-        db[c] += d[c];
-      }
+  PRETRAIN_HD void operator()(int64_t i) const {
+    const int64_t k = i / C, c = i % C, r1 = (k + 1) * kRowChunk < N ? (k + 1) * kRowChunk : N;
+    float dw = 0, db = 0;
+    for (int64_t r = k * kRowChunk; r < r1; ++r) {
+      const float d = dout[r * C + c];
+      dw += d * (inp[r * C + c] - mean[r]) * rstd[r];
+      db += d;
     }
+    partial[i] = dw;
+    partial[row_chunks(N) * C + i] = db;
   }
 };
 
@@ -182,15 +222,16 @@ struct BroadcastBias {
   }
 };
 
-// Column block j: db += Σ_r dout[r].
-struct BiasBackward {
-  float* db;
+// Pass 1 of db += Σ_r dout[r] (pass 2: AddColumnPartials). Index k·C + c: chunk k of rows, column c.
+struct BiasPartials {
+  float* partial;  // [row_chunks(N), C]
   const float* dout;
   int64_t N, C;
-  PRETRAIN_HD void operator()(int64_t j) const {
-    const int64_t c0 = j * kColumnBlock, c1 = c0 + kColumnBlock < C ? c0 + kColumnBlock : C;
-    for (int64_t r = 0; r < N; ++r)
-      for (int64_t c = c0; c < c1; ++c) db[c] += dout[r * C + c];
+  PRETRAIN_HD void operator()(int64_t i) const {
+    const int64_t k = i / C, c = i % C, r1 = (k + 1) * kRowChunk < N ? (k + 1) * kRowChunk : N;
+    float s = 0;
+    for (int64_t r = k * kRowChunk; r < r1; ++r) s += dout[r * C + c];
+    partial[i] = s;
   }
 };
 
@@ -603,8 +644,8 @@ struct LambStage2 {
 
 // Every op above, for the CUDA backend's explicit instantiations (trainer/backend_cuda.cu).
 #define PRETRAIN_TRAINER_KERNELS(X)                                                               \
-  X(EmbedForward) X(EmbedBackward) X(LayerNormForward) X(LayerNormBackward)                       \
-  X(LayerNormParamBackward) X(BroadcastBias) X(BiasBackward) X(Add) X(Accumulate) X(Scale)        \
+  X(EmbedForward) X(EmbedSegmentSums) X(EmbedGroupSums) X(LayerNormForward) X(LayerNormBackward)         \
+  X(LayerNormParamPartials) X(AddColumnPartials) X(BroadcastBias) X(BiasPartials) X(Add) X(Accumulate) X(Scale)        \
   X(GeluForward) X(GeluBackward) X(TanhForward) X(TanhBackward) X(Dropout) X(SoftmaxForward)      \
   X(SoftmaxBackward) X(CrossEntropy) X(VocabShardMax) X(VocabShardSumExp) X(VocabShardLoss) X(GatherRows) X(ScatterAddRows) X(SumSquaresChunks) X(AdamW)     \
   X(LambStage1) X(LambStage2) X(MaskedPositions) X(NspRows) X(RoundOperand)

@@ -297,10 +297,14 @@ void layernorm(const Device& d, float* out, float* mean, float* rstd, const floa
   launch(d, N, LayerNormForward{out, mean, rstd, inp, w, b, C, eps});
 }
 
-// dinp (= or +=) the input gradient; dw, db += the parameter gradients.
+// dinp (= or +=) the input gradient; dw, db += the parameter gradients, through `scratch`
+// (2 · bias_scratch_floats(N, C) floats: dw's partial sums, then db's).
 void layernorm_backward(const Device& d, float* dinp, bool accumulate, float* dw, float* db, const float* dout,
-                        const float* inp, const float* w, const float* mean, const float* rstd, int64_t N, int64_t C) {
-  launch(d, column_blocks(C), LayerNormParamBackward{dw, db, dout, inp, mean, rstd, N, C});
+                        const float* inp, const float* w, const float* mean, const float* rstd, int64_t N, int64_t C,
+                        float* scratch) {
+  launch(d, row_chunks(N) * C, LayerNormParamPartials{scratch, dout, inp, mean, rstd, N, C});
+  launch(d, C, AddColumnPartials{dw, scratch, row_chunks(N), C});
+  launch(d, C, AddColumnPartials{db, scratch + row_chunks(N) * C, row_chunks(N), C});
   launch(d, N, LayerNormBackward{dinp, dout, inp, w, mean, rstd, C, accumulate});
 }
 
@@ -361,6 +365,10 @@ struct Model::Plan {
   // --recompute: one layer's GELU output and attention probabilities (before and after dropout),
   // refilled by the backward pass instead of kept for every layer.
   float *gelu_scratch, *probs_scratch, *probs_drop_scratch;
+  // The partial sums of the column reductions (bias, LayerNorm and embedding gradients): one op's
+  // at a time, sized for the largest (reduce_floats).
+  float* reduce;
+  EmbeddingScratch embed;  // reduce, and the embedding groups after the MLM and NSP rows in ints
   int32_t *mlm_rows, *mlm_targets, *cls_rows;
   std::vector<float> kept_logits;
   bool keep_logits = false;
@@ -440,12 +448,20 @@ size_t Model::carve(Plan& p, float* base, int64_t B, int64_t T, int64_t P, int64
   }
   p.dx = take(R * C), p.d_a = take(R * C), p.d_b = take(R * C), p.d_c = take(N * C), p.d_att = take(N * Cl);
   p.d_fch = take(N * I), p.d_qkv = take(N * 3 * Cl), p.d_probs = take(B * NH * T * T);
+  // The largest column reduction: a linear's bias over N rows (qkv, the MLP, the projections),
+  // a LayerNorm's two over R, the embeddings' segments, BERT's heads over M and S rows (the MLM
+  // bias is vocabulary wide).
+  const int64_t reduce = std::max({bias_scratch_floats(N, std::max({3 * Cl, I, C})), 2 * bias_scratch_floats(R, C),
+                                   embedding_scratch_floats(N, C), bias_scratch_floats(M, V),
+                                   2 * bias_scratch_floats(M, C), bias_scratch_floats(S, C)});
+  p.reduce = take(reduce);
   return size_t(used);
 }
 
 namespace {
-// The int32 scratch: the MLM rows and targets of M slots, the NSP rows of S slots.
-size_t planned_ints(int64_t M, int64_t S) { return size_t(2 * M + S); }
+// The int32 scratch: the MLM rows and targets of M slots, the NSP rows of S slots, the embedding
+// backward's groups of N rows.
+size_t planned_ints(int64_t M, int64_t S, int64_t N) { return size_t(2 * M + S + embedding_scratch_ints(N)); }
 }  // namespace
 
 void Model::plan_for(int64_t B, int64_t T, int64_t P, int64_t K, const std::vector<int>& slots) {
@@ -465,16 +481,17 @@ void Model::plan_for(int64_t B, int64_t T, int64_t P, int64_t K, const std::vect
   }
   carve(p, p.arena.get(), B, T, P, K, slots);
   p.carved = need;
-  if (p.ints.size() < planned_ints(M, B * K)) p.ints = DeviceBuffer<int32_t>(device_, planned_ints(M, B * K));
+  if (p.ints.size() < planned_ints(M, B * K, B * T)) p.ints = DeviceBuffer<int32_t>(device_, planned_ints(M, B * K, B * T));
   // The NSP rows come from each step's next_sentence_positions (bert_heads fills them).
   p.mlm_rows = p.ints.get(), p.mlm_targets = p.ints.get() + M, p.cls_rows = p.ints.get() + 2 * M;
+  p.embed = {p.reduce, p.ints.get() + 2 * M + B * K};
   p.B = B, p.T = T, p.P = P, p.K = K, p.slots = slots, p.planned = true;
 }
 
 size_t Model::planned_activation_bytes(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots,
                                        int64_t K) const {
   Plan scratch;
-  return carve(scratch, nullptr, B, T, P, K, slots) * sizeof(float) + planned_ints(B * P, B * K) * sizeof(int32_t);
+  return carve(scratch, nullptr, B, T, P, K, slots) * sizeof(float) + planned_ints(B * P, B * K, B * T) * sizeof(int32_t);
 }
 
 void Model::prepare(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots, int64_t K) {
@@ -754,7 +771,7 @@ void Model::backward_layer(Acts& acts, int64_t li, const ModelInputs& in, uint64
   if (pre)
     launch(device_, R * C, Scale{d_a, dout, 1.0f});
   else
-    layernorm_backward(device_, d_a, false, G.ln2_w, G.ln2_b, dout, a.res2, W.ln2_w, a.ln2_mean, a.ln2_rstd, R, C);
+    layernorm_backward(device_, d_a, false, G.ln2_w, G.ln2_b, dout, a.res2, W.ln2_w, a.ln2_mean, a.ln2_rstd, R, C, p.reduce);
   // MLP: d_b = drop'(d res2) → d_fch → d_c = d mlp_in (partial) → reduced into d_b
   launch(device_, R * C, Scale{d_b, d_a, 1.0f});
   dropout(device_, d_b, R * C, k_mlp, pd, row0);
@@ -763,29 +780,29 @@ void Model::backward_layer(Acts& acts, int64_t li, const ModelInputs& in, uint64
     fch_gelu = p.gelu_scratch;
     launch(device_, N * I, GeluForward{fch_gelu, a.fch, act});
   }
-  row_parallel_backward(device_, shard_, p.d_fch, d_b, p.full_a, G.fcproj_w, G.fcproj_b, fch_gelu, W.fcproj_w, N, I, C);
+  row_parallel_backward(device_, shard_, p.d_fch, d_b, p.full_a, G.fcproj_w, G.fcproj_b, fch_gelu, W.fcproj_w, N, I, C, p.reduce);
   launch(device_, N * I, GeluBackward{p.d_fch, p.d_fch, a.fch, act});
   const float* mlp_in = sp ? a.mlp_full : pre ? a.ln2 : a.ln1;
-  column_parallel_backward(device_, shard_, d_b, p.d_c, G.fc_w, G.fc_b, p.d_fch, mlp_in, W.fc_w, N, C, I);  // d mlp_in
+  column_parallel_backward(device_, shard_, d_b, p.d_c, G.fc_w, G.fc_b, p.d_fch, mlp_in, W.fc_w, N, C, I, p.reduce);  // d mlp_in
   // d_a = d res1
   if (pre) {
-    layernorm_backward(device_, d_a, true, G.ln2_w, G.ln2_b, d_b, a.res1, W.ln2_w, a.ln2_mean, a.ln2_rstd, R, C);
+    layernorm_backward(device_, d_a, true, G.ln2_w, G.ln2_b, d_b, a.res1, W.ln2_w, a.ln2_mean, a.ln2_rstd, R, C, p.reduce);
   } else {
     launch(device_, R * C, Accumulate{d_b, d_a});  // d ln1 = the MLP's + the residual's
-    layernorm_backward(device_, d_a, false, G.ln1_w, G.ln1_b, d_b, a.res1, W.ln1_w, a.ln1_mean, a.ln1_rstd, R, C);
+    layernorm_backward(device_, d_a, false, G.ln1_w, G.ln1_b, d_b, a.res1, W.ln1_w, a.ln1_mean, a.ln1_rstd, R, C, p.reduce);
   }
   // Attention: d_b = drop'(d res1) → d att → d_qkv → d attn_in (partial) → reduced
   launch(device_, R * C, Scale{d_b, d_a, 1.0f});
   dropout(device_, d_b, R * C, k_attn, pd, row0);
-  row_parallel_backward(device_, shard_, p.d_att, d_b, p.full_a, G.proj_w, G.proj_b, a.att, W.proj_w, N, Cl, C);
+  row_parallel_backward(device_, shard_, p.d_att, d_b, p.full_a, G.proj_w, G.proj_b, a.att, W.proj_w, N, Cl, C, p.reduce);
   attention_backward(acts, li, in, key, p.d_att, p.d_qkv);
   const float* attn_in = sp ? a.in_full : pre ? a.ln1 : x;
   if (pre) {
-    column_parallel_backward(device_, shard_, d_b, p.d_c, G.qkv_w, G.qkv_b, p.d_qkv, attn_in, W.qkv_w, N, C, 3 * Cl);
+    column_parallel_backward(device_, shard_, d_b, p.d_c, G.qkv_w, G.qkv_b, p.d_qkv, attn_in, W.qkv_w, N, C, 3 * Cl, p.reduce);
     launch(device_, R * C, Scale{dinp, d_a, 1.0f});
-    layernorm_backward(device_, dinp, true, G.ln1_w, G.ln1_b, d_b, x, W.ln1_w, a.ln1_mean, a.ln1_rstd, R, C);
+    layernorm_backward(device_, dinp, true, G.ln1_w, G.ln1_b, d_b, x, W.ln1_w, a.ln1_mean, a.ln1_rstd, R, C, p.reduce);
   } else {
-    column_parallel_backward(device_, shard_, dinp, p.d_c, G.qkv_w, G.qkv_b, p.d_qkv, attn_in, W.qkv_w, N, C, 3 * Cl);
+    column_parallel_backward(device_, shard_, dinp, p.d_c, G.qkv_w, G.qkv_b, p.d_qkv, attn_in, W.qkv_w, N, C, 3 * Cl, p.reduce);
     launch(device_, R * C, Accumulate{dinp, d_a});
   }
 }
@@ -824,15 +841,15 @@ void Model::embed_backward(Acts& a, const ModelInputs& in, uint64_t key, float* 
   if (!bert) {
     vocab_parallel_embedding_backward(device_, shard_, vocab(),
                                       {g("transformer.wte.weight"), g("transformer.wpe.weight"), nullptr}, dx,
-                                      p.full_a, {in.ids, nullptr, in.positions}, N, in.T, C);
+                                      p.full_a, {in.ids, nullptr, in.positions}, N, in.T, C, p.embed);
     return;
   }
   layernorm_backward(device_, p.d_a, false, g(e + "LayerNorm.weight"), g(e + "LayerNorm.bias"), dx, a.emb,
-                     w(e + "LayerNorm.weight"), a.emb_mean, a.emb_rstd, R, C);
+                     w(e + "LayerNorm.weight"), a.emb_mean, a.emb_rstd, R, C, p.reduce);
   vocab_parallel_embedding_backward(device_, shard_, vocab(),
                                     {g(e + "word_embeddings.weight"), g(e + "position_embeddings.weight"),
                                      g(e + "token_type_embeddings.weight")},
-                                    p.d_a, p.full_a, {in.ids, in.types, in.positions}, N, in.T, C);
+                                    p.d_a, p.full_a, {in.ids, in.types, in.positions}, N, in.T, C, p.embed);
 }
 
 // ---------------------------------------------------------------- heads
@@ -868,7 +885,7 @@ Losses Model::gpt_heads(Acts& a, const ModelInputs& in, const float* xL, bool ba
   if (!backward) return out;
   reduce_rows(device_, shard_, d_part, p.d_b, N, C);
   layernorm_backward(device_, a.d_out, false, g("transformer.ln_f.weight"), g("transformer.ln_f.bias"), p.d_b, xL,
-                     lnf_w, p.lnf_mean, p.lnf_rstd, R, C);
+                     lnf_w, p.lnf_mean, p.lnf_rstd, R, C, p.reduce);
   notify(head_range_.first, head_range_.second);  // ln_f (and the tied copy of wte)
   return out;
 }
@@ -934,23 +951,23 @@ Losses Model::bert_heads(Acts& a, const ModelInputs& in, const float* xL_region,
 
   // MLM head backward, scattered into the gradient of the last hidden states (all N rows).
   gemm(device_, true, false, V, C, M, 1.0f, p.mlm_logits, V, p.mlm_ln, C, 1.0f, g(wte_name), C);
-  launch(device_, column_blocks(V), BiasBackward{g("cls.predictions.bias"), p.mlm_logits, M, V});
+  bias_backward(device_, g("cls.predictions.bias"), p.mlm_logits, M, V, p.reduce);
   gemm(device_, false, false, M, C, V, 1.0f, p.mlm_logits, V, wte, C, 0.0f, p.d_m1, C);
   if (shard_.tensor_size > 1) shard_.tensor->all_reduce_sum(p.d_m1, M * C);  // the vocabulary shards' sum
   layernorm_backward(device_, p.d_m2, false, g(t + "LayerNorm.weight"), g(t + "LayerNorm.bias"), p.d_m1, p.mlm_tg,
-                     w(t + "LayerNorm.weight"), p.mlm_mean, p.mlm_rstd, M, C);
+                     w(t + "LayerNorm.weight"), p.mlm_mean, p.mlm_rstd, M, C, p.reduce);
   launch(device_, M * C, GeluBackward{p.d_m2, p.d_m2, p.mlm_t, Gelu::erf});
   linear_backward(device_, p.d_m1, false, g(t + "dense.weight"), g(t + "dense.bias"), p.d_m2, p.mlm_h,
-                  w(t + "dense.weight"), M, C, C);
+                  w(t + "dense.weight"), M, C, C, p.reduce);
   float* dfull = sp ? p.d_c : a.d_out;
   device_zero(device_, dfull, size_t(N * C) * sizeof(float));
   launch(device_, M, ScatterAddRows{dfull, p.d_m1, p.mlm_rows, p.mlm_targets, C});
   // NSP head backward, into the [CLS] rows (an empty slot's, a repeat of its row's first, skipped).
   linear_backward(device_, p.d_pool, false, g("cls.seq_relationship.weight"), g("cls.seq_relationship.bias"),
-                  p.nsp_logits, p.pool, w("cls.seq_relationship.weight"), S, C, 2);
+                  p.nsp_logits, p.pool, w("cls.seq_relationship.weight"), S, C, 2, p.reduce);
   launch(device_, S * C, TanhBackward{p.d_pool, p.d_pool, p.pool});
   linear_backward(device_, p.d_cls, false, g("bert.pooler.dense.weight"), g("bert.pooler.dense.bias"), p.d_pool,
-                  p.cls_h, w("bert.pooler.dense.weight"), S, C, C);
+                  p.cls_h, w("bert.pooler.dense.weight"), S, C, C, p.reduce);
   launch(device_, S, ScatterAddRows{dfull, p.d_cls, p.cls_rows, in.nsp_labels, C});
   if (sp) device_copy(device_, a.d_out, dfull + shard_.tensor_rank * R * C, R * C);  // every rank has all rows alike
   notify(head_range_.first, head_range_.second);  // pooler, MLM transform and bias, NSP

@@ -1,6 +1,6 @@
 // Each op of trainer/kernels.h, run by the CPU backend, against trainer/reference.h's
-// double-precision definition, on random inputs with awkward sizes (not multiples of the column
-// block or the reduction chunk).
+// double-precision definition, on random inputs with awkward sizes (not multiples of the row
+// chunk of the column reductions or of the norms' reduction chunk).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "trainer/backend.h"
 #include "trainer/gemm_layout.h"
+#include "trainer/parallel/layers.h"
 #include "trainer/reference.h"
 
 namespace pretrain {
@@ -34,11 +35,14 @@ void expect_close(double want, double got, double tol, const std::string& what) 
 const Device kCpu{};
 
 TEST(Kernels, LayerNormForwardAndBackward) {
-  const int64_t N = 7, C = 45;
+  const int64_t N = 2 * kRowChunk + 7, C = 45;  // three chunks of rows, the last short
   auto x = random_floats(N * C, 1, 2.0f), w = random_floats(C, 2), b = random_floats(C, 3), dout = random_floats(N * C, 4);
   std::vector<float> out(N * C), mean(N), rstd(N), dx(N * C, 0.5f), dw(C, 0), db(C, 0);
+  std::vector<float> partial(size_t(2 * row_chunks(N) * C));
   launch(kCpu, N, LayerNormForward{out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), C, 1e-5f});
-  launch(kCpu, column_blocks(C), LayerNormParamBackward{dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(), N, C});
+  launch(kCpu, row_chunks(N) * C, LayerNormParamPartials{partial.data(), dout.data(), x.data(), mean.data(), rstd.data(), N, C});
+  launch(kCpu, C, AddColumnPartials{dw.data(), partial.data(), row_chunks(N), C});
+  launch(kCpu, C, AddColumnPartials{db.data(), partial.data() + row_chunks(N) * C, row_chunks(N), C});
   launch(kCpu, N, LayerNormBackward{dx.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), C, true});
   Vec wd(w.begin(), w.end()), bd(b.begin(), b.end()), sum_dw(C, 0), sum_db(C, 0);
   for (int64_t r = 0; r < N; ++r) {
@@ -147,13 +151,20 @@ TEST(Kernels, CrossEntropyIgnoresNegativeTargets) {
   }
 }
 
+// Enough rows that some groups are cut into segments (id 0 and every position land more than
+// kRowChunk rows each) and others are summed directly (the rarer ids).
 TEST(Kernels, EmbeddingAndBiasGradientsSumRowsInOrder) {
-  const int64_t N = 12, T = 4, C = 70, V = 5;
-  std::vector<int32_t> ids = {0, 1, 2, 1, 4, 4, 4, 0, 3, 2, 1, 0}, types(N, 1);
+  const int64_t T = 4, N = T * (2 * kRowChunk + 3), C = 70, V = 5;
+  std::vector<int32_t> ids(N), types(N, 1);
+  for (int64_t r = 0; r < N; ++r) ids[size_t(r)] = r % 3 == 0 ? 0 : int32_t(1 + (r * 7) % (V - 1));
   auto dout = random_floats(N * C, 9);
   std::vector<float> dwte(V * C, 0), dwpe(T * C, 0), dwtt(2 * C, 0), db(C, 0);
-  launch(kCpu, column_blocks(C), EmbedBackward{dwte.data(), dwpe.data(), dwtt.data(), dout.data(), ids.data(), types.data(), N, T, C});
-  launch(kCpu, column_blocks(C), BiasBackward{db.data(), dout.data(), N, C});
+  std::vector<float> partial(size_t(std::max(embedding_scratch_floats(N, C), bias_scratch_floats(N, C))));
+  std::vector<int32_t> index(size_t(embedding_scratch_ints(N)));
+  vocab_parallel_embedding_backward(kCpu, {}, VocabularyShard::of(V, {}), {dwte.data(), dwpe.data(), dwtt.data()},
+                                    dout.data(), nullptr, {ids.data(), types.data(), nullptr}, N, T, C,
+                                    {partial.data(), index.data()});
+  bias_backward(kCpu, db.data(), dout.data(), N, C, partial.data());
   for (int64_t c = 0; c < C; ++c) {
     Vec wte(V, 0), wpe(T, 0);
     double tt = 0, bias = 0;
@@ -178,10 +189,13 @@ TEST(Kernels, EmbeddingReadsPositionIdsWhenGiven) {
   const auto wte = random_floats(V * C, 13), wpe = random_floats(T * C, 14), wtt = random_floats(2 * C, 15);
   const auto dout = random_floats(N * C, 16);
   std::vector<float> out(N * C), dwte(V * C, 0), dwpe(T * C, 0), dwtt(2 * C, 0);
+  std::vector<float> partial(size_t(embedding_scratch_floats(N, C)));
+  std::vector<int32_t> index(size_t(embedding_scratch_ints(N)));
   launch(kCpu, N, EmbedForward{out.data(), ids.data(), types.data(), wte.data(), wpe.data(), wtt.data(), T, C, 0, 0,
                                positions.data()});
-  launch(kCpu, column_blocks(C), EmbedBackward{dwte.data(), dwpe.data(), dwtt.data(), dout.data(), ids.data(),
-                                               types.data(), N, T, C, 0, 0, positions.data()});
+  vocab_parallel_embedding_backward(kCpu, {}, VocabularyShard::of(V, {}), {dwte.data(), dwpe.data(), dwtt.data()},
+                                    dout.data(), nullptr, {ids.data(), types.data(), positions.data()}, N, T, C,
+                                    {partial.data(), index.data()});
   for (int64_t c = 0; c < C; ++c) {
     Vec want_dwpe(T, 0);
     for (int64_t r = 0; r < N; ++r) {

@@ -90,13 +90,19 @@ class ParallelLayers : public ::testing::TestWithParam<std::tuple<int, bool>> {
   WholeLinear whole_linear(const Floats& X, const Floats& W, const Floats& b, const Floats& dout) {
     WholeLinear w{Floats(N * OC), Floats(N * IC), Floats(OC * IC, 0.0f), Floats(OC, 0.0f)};
     linear(device_, w.out.data(), X.data(), W.data(), b.data(), N, IC, OC);
-    linear_backward(device_, w.dX.data(), false, w.dW.data(), w.db.data(), dout.data(), X.data(), W.data(), N, IC, OC);
+    linear_backward(device_, w.dX.data(), false, w.dW.data(), w.db.data(), dout.data(), X.data(), W.data(), N, IC, OC,
+                    reduce_.data());
     return w;
   }
 
   Device device_;
   Group group_;
   const ModelShard one_{};  // the single-rank layer
+  // The column reductions' scratch (the model carves it from its activations): ample for these
+  // tests' N rows of at most OC columns (the embedding test's C is smaller).
+  Floats reduce_ = Floats(size_t(std::max(bias_scratch_floats(N, OC), embedding_scratch_floats(N, OC))));
+  std::vector<int32_t> index_ = std::vector<int32_t>(size_t(embedding_scratch_ints(N)));
+  EmbeddingScratch embed_scratch() { return {reduce_.data(), index_.data()}; }
 };
 
 TEST_P(ParallelLayers, ColumnParallelLinearEqualsTheWholeLinear) {
@@ -113,7 +119,7 @@ TEST_P(ParallelLayers, ColumnParallelLinearEqualsTheWholeLinear) {
   EXPECT_LT(relative_error(outl, block(out, OC, 0, N, r() * OCl, OCl)), kTol);
   const Floats doutl = block(dout, OC, 0, N, r() * OCl, OCl);
   column_parallel_backward(device_, group_.shard, dregion.data(), scratch.data(), dWl.data(), dbl.data(), doutl.data(),
-                           Xused, Wl.data(), N, IC, OCl);
+                           Xused, Wl.data(), N, IC, OCl, reduce_.data());
   EXPECT_LT(relative_error(dregion, block(dX, IC, r0, R, 0, IC)), kTol) << "input gradient";
   EXPECT_LT(relative_error(dWl, block(dW, IC, r() * OCl, OCl, 0, IC)), kTol) << "weight gradient";
   EXPECT_LT(relative_error(dbl, block(db, 1, r() * OCl, OCl, 0, 1)), kTol) << "bias gradient";
@@ -145,7 +151,7 @@ TEST_P(ParallelLayers, RowParallelLinearEqualsTheWholeLinear) {
   EXPECT_LT(relative_error(region, block(out, OC, r0, R, 0, OC)), kTol);
   const Floats dregion = block(dout, OC, r0, R, 0, OC);
   row_parallel_backward(device_, group_.shard, dXl.data(), dregion.data(), full.data(), dWl.data(), dbw.data(),
-                        Xl.data(), Wl.data(), N, ICl, OC);
+                        Xl.data(), Wl.data(), N, ICl, OC, reduce_.data());
   EXPECT_LT(relative_error(dXl, block(dX, IC, 0, N, r() * ICl, ICl)), kTol) << "input gradient";
   EXPECT_LT(relative_error(dWl, block(dW, IC, 0, OC, r() * ICl, ICl)), kTol) << "weight gradient";
   EXPECT_LT(relative_error(dbw, db), kTol) << "bias gradient (whole on every rank)";
@@ -171,7 +177,7 @@ TEST_P(ParallelLayers, VocabularyParallelEmbeddingEqualsTheWholeLookup) {
     vocab_parallel_embedding_forward(device_, one_, whole, out.data(), nullptr, in,
                                      {words.data(), positions.data(), bert ? type_table.data() : nullptr}, N, T, C);
     vocab_parallel_embedding_backward(device_, one_, whole, {dwords.data(), dpos.data(), bert ? dtypes.data() : nullptr},
-                                      dout.data(), nullptr, in, N, T, C);
+                                      dout.data(), nullptr, in, N, T, C, embed_scratch());
     for (int64_t r = 0; r < N; ++r) {
       const int64_t pos = packed ? position_ids[size_t(r)] : r % T;
       const float want = words[size_t(ids[size_t(r)] * C)] + positions[size_t(pos * C)] +
@@ -191,7 +197,7 @@ TEST_P(ParallelLayers, VocabularyParallelEmbeddingEqualsTheWholeLookup) {
     EXPECT_LT(relative_error(region, block(out, C, r0, R, 0, C)), kTol) << (bert ? "bert" : "gpt");
     const Floats dregion = block(dout, C, r0, R, 0, C);
     vocab_parallel_embedding_backward(device_, group_.shard, mine, {dwl.data(), dpl.data(), bert ? dtl.data() : nullptr},
-                                      dregion.data(), full.data(), in, N, T, C);
+                                      dregion.data(), full.data(), in, N, T, C, embed_scratch());
     const int64_t real = std::max<int64_t>(0, std::min(mine.rows, V - mine.begin));
     EXPECT_LT(relative_error(block(dwl, C, 0, real, 0, C), block(dwords, C, mine.begin, real, 0, C)), kTol);
     EXPECT_EQ(block(dwl, C, real, mine.rows - real, 0, C), Floats((mine.rows - real) * C, 0.0f)) << "padding rows";

@@ -1,7 +1,11 @@
 #include "trainer/parallel/layers.h"
 
+#include <algorithm>
+#include <array>
+#include <cstring>
 #include <vector>
 
+#include "common/error.h"
 #include "trainer/parallel/tensor_group.h"
 
 namespace pretrain {
@@ -21,11 +25,16 @@ void linear_gelu(const Device& d, float* out, float* pre, Gelu act, const float*
   launch(d, N * OC, GeluForward{out, pre, act});
 }
 
+void bias_backward(const Device& d, float* db, const float* dout, int64_t N, int64_t C, float* scratch) {
+  launch(d, row_chunks(N) * C, BiasPartials{scratch, dout, N, C});
+  launch(d, C, AddColumnPartials{db, scratch, row_chunks(N), C});
+}
+
 void linear_backward(const Device& d, float* dinp, bool accumulate, float* dW, float* db, const float* dout,
-                     const float* inp, const float* W, int64_t N, int64_t IC, int64_t OC) {
+                     const float* inp, const float* W, int64_t N, int64_t IC, int64_t OC, float* scratch) {
   if (dinp) gemm(d, false, false, N, IC, OC, 1.0f, dout, OC, W, IC, accumulate ? 1.0f : 0.0f, dinp, IC);
   gemm(d, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dW, IC);
-  launch(d, column_blocks(OC), BiasBackward{db, dout, N, OC});
+  bias_backward(d, db, dout, N, OC, scratch);
 }
 
 const float* gather_rows(const Device&, const ModelShard& s, const float* region, float* full, int64_t N, int64_t C) {
@@ -55,9 +64,9 @@ const float* column_parallel_forward(const Device& d, const ModelShard& s, float
 
 void column_parallel_backward(const Device& d, const ModelShard& s, float* dregion, float* scratch, float* dW,
                               float* db, const float* dout, const float* X, const float* W, int64_t N, int64_t IC,
-                              int64_t OCl) {
+                              int64_t OCl, float* bias_scratch) {
   float* part = partial_target(s, dregion, scratch);
-  linear_backward(d, part, false, dW, db, dout, X, W, N, IC, OCl);
+  linear_backward(d, part, false, dW, db, dout, X, W, N, IC, OCl, bias_scratch);
   reduce_rows(d, s, part, dregion, N, IC);
 }
 
@@ -69,9 +78,10 @@ void row_parallel_forward(const Device& d, const ModelShard& s, float* region, f
 }
 
 void row_parallel_backward(const Device& d, const ModelShard& s, float* dX, const float* dregion, float* full,
-                           float* dW, float* db, const float* X, const float* W, int64_t N, int64_t ICl, int64_t OC) {
+                           float* dW, float* db, const float* X, const float* W, int64_t N, int64_t ICl, int64_t OC,
+                           float* bias_scratch) {
   const float* dout = gather_rows(d, s, dregion, full, N, OC);
-  linear_backward(d, dX, false, dW, db, dout, X, W, N, ICl, OC);
+  linear_backward(d, dX, false, dW, db, dout, X, W, N, ICl, OC, bias_scratch);
 }
 
 void vocab_parallel_embedding_forward(const Device& d, const ModelShard& s, const VocabularyShard& v, float* region,
@@ -87,11 +97,58 @@ void vocab_parallel_embedding_forward(const Device& d, const ModelShard& s, cons
 
 void vocab_parallel_embedding_backward(const Device& d, const ModelShard& s, const VocabularyShard& v,
                                        const EmbeddingGrads& g, const float* dregion, float* full,
-                                       const EmbeddingInputs& in, int64_t N, int64_t T, int64_t C) {
+                                       const EmbeddingInputs& in, int64_t N, int64_t T, int64_t C,
+                                       const EmbeddingScratch& scratch) {
+  if (N == 0) return;
   const float* dout = gather_rows(d, s, dregion, full, N, C);
   const int64_t rows = s.tensor_size > 1 ? v.rows : 0;
-  launch(d, column_blocks(C),
-         EmbedBackward{g.words, g.positions, g.types, dout, in.ids, in.types, N, T, C, v.begin, rows, in.positions});
+  auto host = [&](const int32_t* p) {
+    std::vector<int32_t> h(p ? size_t(N) : 0);
+    if (p) copy_to_host(d, h.data(), p, h.size() * sizeof(int32_t));
+    return h;
+  };
+  const std::vector<int32_t> ids = host(in.ids), types = host(g.types ? in.types : nullptr), pos = host(in.positions);
+  // (table, table row, dout row) of every row that lands somewhere, sorted: each group's rows in
+  // increasing order, so the sums run in a fixed order whatever the schedule.
+  std::vector<std::array<int32_t, 3>> land;
+  land.reserve(size_t(3 * N));
+  for (int64_t r = 0; r < N; ++r) {
+    const int64_t id = int64_t(ids[size_t(r)]) - v.begin;
+    if (rows == 0 || (id >= 0 && id < rows)) land.push_back({0, int32_t(id), int32_t(r)});
+    land.push_back({1, int32_t(position_of(pos.empty() ? nullptr : pos.data(), r, T)), int32_t(r)});
+    if (g.types) land.push_back({2, types[size_t(r)], int32_t(r)});
+  }
+  std::sort(land.begin(), land.end());
+  // The device index: order, then the segments, then the groups (embedding_scratch_ints' layout).
+  const int64_t max_segments = embedding_segments(N);
+  std::vector<int32_t> index(size_t(embedding_scratch_ints(N)), 0);
+  int32_t* order = index.data();
+  int32_t* segments = order + 3 * N;
+  std::vector<EmbedGroup> groups;
+  int32_t nseg = 0;
+  for (size_t i = 0; i < land.size();) {
+    size_t j = i;
+    while (j < land.size() && land[j][0] == land[i][0] && land[j][1] == land[i][1]) order[j] = land[j][2], ++j;
+    EmbedGroup grp{land[i][0], land[i][1], int32_t(i), int32_t(j), -1};
+    if (int64_t(j - i) > kRowChunk) {
+      grp.segment = nseg;
+      for (size_t b = i; b < j; b += size_t(kRowChunk), ++nseg) {
+        if (nseg >= max_segments) throw Error("embedding backward: more segments than planned");
+        segments[2 * nseg] = int32_t(b), segments[2 * nseg + 1] = int32_t(std::min(j, b + size_t(kRowChunk)));
+      }
+    }
+    groups.push_back(grp);
+    i = j;
+  }
+  int32_t* group_ints = segments + 2 * max_segments;
+  std::memcpy(group_ints, groups.data(), groups.size() * sizeof(EmbedGroup));
+  const size_t used = size_t(group_ints - index.data()) + groups.size() * sizeof(EmbedGroup) / sizeof(int32_t);
+  copy_to_device(d, scratch.index, index.data(), used * sizeof(int32_t));
+  const int32_t* d_order = scratch.index;
+  const auto* d_groups = reinterpret_cast<const EmbedGroup*>(scratch.index + (group_ints - index.data()));
+  launch(d, nseg * C, EmbedSegmentSums{scratch.partial, dout, d_order, scratch.index + 3 * N, C});
+  launch(d, int64_t(groups.size()) * C,
+         EmbedGroupSums{g.words, g.positions, g.types, dout, d_order, d_groups, scratch.partial, C});
 }
 
 void vocab_parallel_cross_entropy(const Device& d, const ModelShard& s, const VocabularyShard& v, float* logits,

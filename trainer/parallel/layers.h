@@ -27,9 +27,14 @@ void linear(const Device& d, float* out, const float* inp, const float* W, const
 // (cuBLASLt has that one), a GEMM and GeluForward for erf.
 void linear_gelu(const Device& d, float* out, float* pre, kernels::Gelu act, const float* inp, const float* W,
                  const float* b, int64_t N, int64_t IC, int64_t OC);
-// dinp (= or += with accumulate; skipped when null) dout · W; dW += doutᵀ · inp; db += Σ dout.
+// db[C] += Σ_r dout[r] over N rows, in kernels.h's two passes through `scratch`
+// (bias_scratch_floats(N, C) floats of device memory, left undefined).
+inline int64_t bias_scratch_floats(int64_t N, int64_t C) { return kernels::row_chunks(N) * C; }
+void bias_backward(const Device& d, float* db, const float* dout, int64_t N, int64_t C, float* scratch);
+// dinp (= or += with accumulate; skipped when null) dout · W; dW += doutᵀ · inp; db += Σ dout
+// (through `scratch`, bias_scratch_floats(N, OC) floats).
 void linear_backward(const Device& d, float* dinp, bool accumulate, float* dW, float* db, const float* dout,
-                     const float* inp, const float* W, int64_t N, int64_t IC, int64_t OC);
+                     const float* inp, const float* W, int64_t N, int64_t IC, int64_t OC, float* scratch);
 
 // ---------------------------------------------------------------- region ↔ whole rows
 // The whole N rows (× C) of a region: all-gathered into `full` under sequence parallelism, the
@@ -56,7 +61,7 @@ const float* column_parallel_forward(const Device& d, const ModelShard& s, float
 // region's rows of it) — `scratch` holds N × IC partial sums under sequence parallelism.
 void column_parallel_backward(const Device& d, const ModelShard& s, float* dregion, float* scratch, float* dW,
                               float* db, const float* dout, const float* X, const float* W, int64_t N, int64_t IC,
-                              int64_t OCl);
+                              int64_t OCl, float* bias_scratch);
 // Row-parallel linear: W holds this rank's ICl = IC/t columns of the whole [OC, IC] weight, X
 // [N, ICl] the matching columns of the input; b is whole and added once (by rank 0, before the
 // reduction). region = the group's sum of X · Wᵀ (+ b); `scratch` holds N × OC partial sums under
@@ -66,7 +71,8 @@ void row_parallel_forward(const Device& d, const ModelShard& s, float* region, f
 // From the region's dout: dX [N, ICl] = dout · W; dW += doutᵀ · X; db += Σ dout over the whole
 // rows (so it is whole on every rank). `full` holds the gathered dout under sequence parallelism.
 void row_parallel_backward(const Device& d, const ModelShard& s, float* dX, const float* dregion, float* full,
-                           float* dW, float* db, const float* X, const float* W, int64_t N, int64_t ICl, int64_t OC);
+                           float* dW, float* db, const float* X, const float* W, int64_t N, int64_t ICl, int64_t OC,
+                           float* bias_scratch);
 
 // ---------------------------------------------------------------- the vocabulary split
 // The embedding tables a rank reads: its vocabulary rows of `words`; positions (and token types)
@@ -88,12 +94,26 @@ struct EmbeddingInputs {
 void vocab_parallel_embedding_forward(const Device& d, const ModelShard& s, const VocabularyShard& v, float* region,
                                       float* scratch, const EmbeddingInputs& in, const EmbeddingTables& tables,
                                       int64_t N, int64_t T, int64_t C);
+// The embedding backward's scratch (kernels::EmbedGroup): the rows grouped by where they land
+// and the segments of the big groups (ints), and the segments' sums (floats). A table of N rows
+// has at most N groups, and its groups of more than kRowChunk rows at most 2·N/kRowChunk segments.
+struct EmbeddingScratch {
+  float* partial = nullptr;   // embedding_scratch_floats(N, C), device memory
+  int32_t* index = nullptr;   // embedding_scratch_ints(N), device memory
+};
+inline int64_t embedding_segments(int64_t N) { return 3 * 2 * kernels::row_chunks(N); }
+inline int64_t embedding_scratch_floats(int64_t N, int64_t C) { return embedding_segments(N) * C; }
+inline int64_t embedding_scratch_ints(int64_t N) {
+  return 3 * N + 2 * embedding_segments(N) + 3 * N * int64_t(sizeof(kernels::EmbedGroup) / sizeof(int32_t));
+}
 // From the region's dout (gathered into `full` under sequence parallelism): the rows of this
 // rank's ids, positions and types accumulate into the gradients (positions and types are whole on
-// every rank).
+// every rank). The groups are made on the host from the ids, types and positions (copied back:
+// 4 bytes a token), as llm.c's encoder_backward buckets its tokens.
 void vocab_parallel_embedding_backward(const Device& d, const ModelShard& s, const VocabularyShard& v,
                                        const EmbeddingGrads& grads, const float* dregion, float* full,
-                                       const EmbeddingInputs& in, int64_t N, int64_t T, int64_t C);
+                                       const EmbeddingInputs& in, int64_t N, int64_t T, int64_t C,
+                                       const EmbeddingScratch& scratch);
 
 // Vocabulary-parallel cross-entropy over n rows of this rank's logits [n, v.rows]: losses[n] and,
 // in place, the logits' gradient (× dloss). Targets < 0 are ignored. The whole logits never exist
