@@ -10,6 +10,7 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "common/manifest.h"
+#include "tokenizer/sentencepiece_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pretrain {
@@ -119,6 +120,47 @@ void write_bpe(const std::string& dir, const Tokenizer& tok, int64_t max_length)
   write_file_atomic(path_join(dir, "special_tokens_map.json"), specials.dump(2) + "\n");
 }
 
+// SentencePiece → tokenizer.json (the tokenizer library's conversion) for PreTrainedTokenizerFast.
+// The special tokens are the model's own pieces: unk/bos/eos/pad where the model defines them, and
+// [CLS]/[SEP]/[MASK]/[PAD] where it has those pieces (make-pretraining-shards finds BERT's by
+// name, as in a WordPiece vocabulary). With [CLS] and [SEP], add_special_tokens wraps a sequence
+// as the BERT shards did; otherwise it adds nothing, as spm_encode and the GPT shards.
+// Returns false after a warning when HF cannot express the model (word/char types, …).
+bool write_sentencepiece(const std::string& dir, const Tokenizer& tok, const std::string& path, int64_t max_length) {
+  json tokenizer;
+  try {
+    tokenizer = json::parse(sentencepiece_to_hf_json(path));
+  } catch (const Error& e) {
+    log_warn("--export ", dir, ": ", e.what(), "; model files only");
+    return false;
+  }
+  json specials = json::object();
+  for (const char* role : {"unk", "bos", "eos", "pad"})
+    if (std::string t = token(tok, role); !t.empty()) specials[cat(role, "_token")] = t;
+  for (auto [role, piece] : {std::pair{"cls", "[CLS]"}, std::pair{"sep", "[SEP]"}, std::pair{"mask", "[MASK]"},
+                             std::pair{"pad", "[PAD]"}})
+    if (tok.token_to_id(piece) && !specials.contains(cat(role, "_token"))) specials[cat(role, "_token")] = piece;
+  if (specials.contains("cls_token") && specials.contains("sep_token")) {
+    const std::string cls = specials["cls_token"], sep = specials["sep_token"];
+    const TokenId cls_id = *tok.token_to_id(cls), sep_id = *tok.token_to_id(sep);
+    auto part = [](const char* id, int type) { return json{{"SpecialToken", {{"id", id}, {"type_id", type}}}}; };
+    auto seq = [](const char* id, int type) { return json{{"Sequence", {{"id", id}, {"type_id", type}}}}; };
+    tokenizer["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single", {part(cls.c_str(), 0), seq("A", 0), part(sep.c_str(), 0)}},
+        {"pair", {part(cls.c_str(), 0), seq("A", 0), part(sep.c_str(), 0), seq("B", 1), part(sep.c_str(), 1)}},
+        {"special_tokens",
+         {{cls, {{"id", cls}, {"ids", {cls_id}}, {"tokens", {cls}}}},
+          {sep, {{"id", sep}, {"ids", {sep_id}}, {"tokens", {sep}}}}}}};
+  }
+  write_file_atomic(path_join(dir, "tokenizer.json"), tokenizer.dump(1) + "\n");
+  json config = {{"tokenizer_class", "PreTrainedTokenizerFast"}, {"model_max_length", max_length}};
+  config.update(specials);
+  write_file_atomic(path_join(dir, "tokenizer_config.json"), config.dump(2) + "\n");
+  write_file_atomic(path_join(dir, "special_tokens_map.json"), specials.dump(2) + "\n");
+  return true;
+}
+
 }  // namespace
 
 std::string find_shards_manifest(const std::vector<std::string>& sources) {
@@ -158,9 +200,11 @@ bool write_hf_tokenizer(const std::string& dir, const std::string& manifest_path
     write_wordpiece(dir, *tok, model_max_length);
   } else if (tok->kind() == "bpe") {
     write_bpe(dir, *tok, model_max_length);
+  } else if (tok->kind() == "sentencepiece") {
+    return write_sentencepiece(dir, *tok, path, model_max_length);
   } else {
     log_warn("--export ", dir, ": the shards' tokenizer ", path, " is ", tok->kind(),
-             ", which HF's BertTokenizer and GPT2Tokenizer do not read; model files only");
+             ", which the export does not convert; model files only");
     return false;
   }
   return true;

@@ -1,8 +1,9 @@
 // The tokenizer files of a Hugging Face directory (AutoTokenizer.from_pretrained), written from the
 // tokenizer the shards were made with: the shards' manifest records its kind and hash, and its
 // path in make-pretraining-shards' arguments (--tokenizer). WordPiece → vocab.txt (BertTokenizer);
-// GPT-2 byte-level BPE → vocab.json + merges.txt (GPT2Tokenizer); each with tokenizer_config.json
-// and special_tokens_map.json.
+// GPT-2 byte-level BPE → vocab.json + merges.txt (GPT2Tokenizer); SentencePiece (unigram, bpe) →
+// tokenizer.json (PreTrainedTokenizerFast, no sentencepiece package needed); each with
+// tokenizer_config.json and special_tokens_map.json.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -15,7 +16,7 @@ std::string find_shards_manifest(const std::vector<std::string>& sources);
 
 // Writes the tokenizer files into dir and returns true; returns false after a warning naming the
 // path when the tokenizer cannot be had (no manifest, the file gone or changed since the shards
-// were made, a kind HF's BERT / GPT-2 classes do not read): the model files are still worth having.
+// were made, a kind or SentencePiece model HF cannot express): the model files are still worth having.
 bool write_hf_tokenizer(const std::string& dir, const std::string& manifest_path, int64_t model_max_length);
 
 }  // namespace pretrain

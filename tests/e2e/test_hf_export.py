@@ -13,6 +13,11 @@ Checked:
     first-step loss with --init-from DIR is HF's on that step's batch (1e-5): the batch is the
     whole data set (BERT: every record of the shards, the loss being a mean over them whatever
     their order; GPT: one document of T + 1 tokens, Megatron's only sample at --seq-len T);
+  * SentencePiece shards (GPT: a unigram model trained here by train-tokenizer and, with the shared
+    data, SentencePiece's English and Japanese test models; BERT: the trained model with
+    [CLS]/[SEP]/[MASK]/[PAD] pieces added, as BERT shards need) --export a tokenizer.json that
+    AutoTokenizer reads without the sentencepiece package, giving the `tokenize` CLI's ids
+    (= spm_encode's) on real English, Japanese and Greek text, odd whitespace and unknown characters;
   * a config.json that disagrees with the model is an error naming the file and the field;
     an --export DIR whose shards' tokenizer is gone writes the model files and warns naming it.
 Skips (77) when transformers is not installed (scripts/setup_deps.sh puts it in .venv).
@@ -299,6 +304,155 @@ def gpt(tmp, text, lines):
           vocab_json in r.stdout + r.stderr and not os.path.exists(os.path.join(gone, "vocab.json")),
           (r.stdout + r.stderr)[-300:])
 
+# ---------------------------------------------------------------- SentencePiece
+# Lines spm's normalizer treats specially: runs and ends of spaces, tabs, ideographic and no-break
+# spaces, NFKC folds, characters no test model has (<unk>), a text's own "▁". No "\n"/"\r" inside,
+# nor what str.splitlines would split on.
+ODD_LINES = ["  leading and trailing  ", "tabs\there\tand\t\tthere\t", "many     spaces   inside", "\u3000全角\u3000スペース",
+             "no\u00a0break\u00a0space", "emoji 😀😀 snowman ☃", "Привет, мир", "مرحبا بالعالم", "ｆｕｌｌｗｉｄｔｈ ＡＢＣ １２３",
+             "ﬁ ligature ①② Ⅻ", "x", " ", "", "zero\u200bwidth", "e\u0301 combining", "\u2581leading meta", "a\u2581b",
+             "日本語と English の混在", "カタカナ ﾊﾝｶｸｶﾀｶﾅ", "灯台守の猫は、とうだいもりのねこと読む。"]
+
+
+def real_lines(limit=1500):
+    """Paragraphs of the shared data's English, Japanese and Greek wikiextractor output (empty without it)."""
+    import bz2
+    shared = cu.shared_data()
+    if not shared:
+        return []
+    out = []
+    for name in ("wp2txt-jawiki-2022-testdata_ja.wikiextractor.jsonl.bz2",
+                 "elwikivoyage-sample-pages-articles.wikiextractor.jsonl.bz2",
+                 "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.wikiextractor.jsonl"):
+        path = os.path.join(shared, "wikipedia", name)
+        if not os.path.exists(path):
+            continue
+        taken = 0
+        with (bz2.open(path, "rt") if name.endswith(".bz2") else open(path)) as f:
+            for doc in f:
+                for para in json.loads(doc)["text"].split("\n"):
+                    para = " ".join(para.splitlines()).replace("\r", " ")
+                    if para.strip() and taken < limit // 3:
+                        out.append(para[:2000])
+                        taken += 1
+    return out
+
+
+def pb_varint(v):
+    out = b""
+    while True:
+        out += bytes([(v & 0x7F) | (0x80 if v >> 7 else 0)])
+        v >>= 7
+        if not v:
+            return out
+
+
+def with_user_defined_pieces(model, out, pieces):
+    """model plus USER_DEFINED (type 4) pieces at the end: ModelProto's pieces are field 1, and a
+    repeated field's entries may follow the other fields, so appending them is a valid proto."""
+    extra = b""
+    for p in pieces:
+        inner = b"\x0a" + pb_varint(len(p.encode())) + p.encode() + b"\x18\x04"
+        extra += b"\x0a" + pb_varint(len(inner)) + inner
+    with open(model, "rb") as f, open(out, "wb") as o:
+        o.write(f.read() + extra)
+
+
+def spm_export_matches(name, model, shards_kind, tmp, text, lines):
+    """Shards made with `model`, a short run with --export, and AutoTokenizer on the export against
+    the tokenize CLI. Returns the tokenizer."""
+    shards, export = os.path.join(tmp, f"{name}-shards"), os.path.join(tmp, f"{name}-hf")
+    docs = cu.test_data("sample-docs.jsonl")
+    if shards_kind == "bert":
+        tool("make-pretraining-shards", "-q", "--model", "bert", "-i", docs, "--tokenizer", model, "-o", shards,
+             "--seq-len", 64, "--max-predictions", 10, "--dupe-factor", 2)
+        tool("bert_pretrain", "--data", shards, "--model", "tiny", "--max-steps", 2, "--batch-size", 8, "--threads", 2,
+             "--export", export)
+    else:
+        tool("make-pretraining-shards", "-q", "--model", "gpt", "-i", docs, "--tokenizer", model, "-o", shards)
+        tool("gpt_pretrain", "--data", shards, "--model", "tiny", "--seq-len", 32, "--batch-size", 4, "--max-steps", 2,
+             "--threads", 2, "--export", export)
+    hf_model_files(export, "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+    tok = AutoTokenizer.from_pretrained(export)
+    ours = our_ids(model, text)
+    theirs = [tok(line, add_special_tokens=False)["input_ids"] for line in lines]
+    # spm sums piece scores in float32, HF in float64: where two segmentations score the same
+    # (Greek "000" as "0"+"00" or "00"+"0" in the Japanese model), rounding picks either. Such a
+    # line must spell the same pieces with the same total score; any other difference fails.
+    with open(os.path.join(export, "tokenizer.json")) as f:
+        model = json.load(f)["model"]
+    score = ({i: sc for i, (_, sc) in enumerate(model["vocab"])} if model["type"] == "Unigram" else {})
+
+    def tie(o, t):
+        same_text = "".join(tok.convert_ids_to_tokens(o)) == "".join(tok.convert_ids_to_tokens(t))
+        return bool(score) and same_text and abs(sum(score[i] for i in o) - sum(score[i] for i in t)) < 1e-3
+
+    differ = [(line, o, t) for line, o, t in zip(lines, ours, theirs) if o != t]
+    bad = [d for d in differ if not tie(d[1], d[2])]
+    check(f"{name}: AutoTokenizer ({type(tok).__name__}) gives the tokenize CLI's ids on {len(lines)} lines",
+          len(ours) == len(lines) and not bad,
+          f"{len(differ) - len(bad)} equal-score ties; {len(bad)} differ, first {str(bad[:1])[:600]}")
+    V = cu.read_manifest(shards)["tokenizer"]["vocab_size"]
+    check(f"{name}: the export's tokenizer has the shards' vocabulary", len(tok) == V, f"{len(tok)} vs {V}")
+    return tok, ours
+
+
+def sentencepiece(tmp, text, lines):
+    import importlib.util
+    check("SentencePiece export needs no sentencepiece package", True,
+          "sentencepiece installed" if importlib.util.find_spec("sentencepiece") else "not installed")
+    path = os.path.join(tmp, "spm-lines.txt")
+    spm_lines = lines + ODD_LINES + real_lines()
+    with open(path, "w") as f:
+        f.write("".join(line + "\n" for line in spm_lines))
+
+    trained = os.path.join(tmp, "spm-trained")
+    tool("train-tokenizer", "-q", "--kind", "sentencepiece", "--vocab-size", 200, "-o", trained,
+         cu.test_data("sample-docs.jsonl"))
+    model = os.path.join(trained, "spm.model")
+    tok, _ = spm_export_matches("spm trained (gpt)", model, "gpt", tmp, path, spm_lines)
+    check("spm trained (gpt): eos/unk are the model's </s>/<unk>, nothing added around a sequence",
+          tok.eos_token == "</s>" and tok.unk_token == "<unk>" and tok("a b")["input_ids"] == tok("a b", add_special_tokens=False)["input_ids"],
+          f"{tok.special_tokens_map}")
+
+    # BERT shards need [CLS]/[SEP]/[MASK] pieces: the trained model with them added.
+    bert_model = os.path.join(tmp, "spm-bert.model")
+    with_user_defined_pieces(model, bert_model, ["[CLS]", "[SEP]", "[MASK]", "[PAD]"])
+    tok, ours = spm_export_matches("spm + [CLS]/[SEP]/[MASK] (bert)", bert_model, "bert", tmp, path, spm_lines)
+    cls, sep = tok.convert_tokens_to_ids("[CLS]"), tok.convert_tokens_to_ids("[SEP]")
+    check("spm bert: cls/sep/mask/pad tokens are the model's pieces",
+          (tok.cls_token, tok.sep_token, tok.mask_token, tok.pad_token) == ("[CLS]", "[SEP]", "[MASK]", "[PAD]")
+          and tok.mask_token_id == 202, f"{tok.special_tokens_map}")
+    check("spm bert: add_special_tokens wraps as the shards do ([CLS] a [SEP] b [SEP])",
+          tok(spm_lines[0])["input_ids"] == [cls] + ours[0] + [sep]
+          and tok(spm_lines[0], spm_lines[1])["input_ids"] == [cls] + ours[0] + [sep] + ours[1] + [sep])
+
+    shared = cu.shared_data()
+    for name in ("spm-test_model.model", "spm-test_ja_model.model"):
+        shared_model = os.path.join(shared or "", "vocab", name)
+        if not shared or not os.path.exists(shared_model):
+            print(f"skip {name}: no shared data (PRETRAIN_SHARED_DATA)")
+            continue
+        spm_export_matches(f"{name} (gpt)", shared_model, "gpt", tmp, path, spm_lines)
+
+    # A model HF cannot express (whitespace as suffix: TrainerSpec field 24) still exports the
+    # model files, and the warning says why.
+    suffix_model = os.path.join(tmp, "spm-suffix.model")
+    with open(model, "rb") as f, open(suffix_model, "wb") as o:
+        o.write(f.read() + b"\x12\x03" + b"\xc0\x01\x01")  # field 2 (trainer_spec), 3 bytes: field 24 = 1
+    shards, export = os.path.join(tmp, "spm-suffix-shards"), os.path.join(tmp, "spm-suffix-hf")
+    r = tool("make-pretraining-shards", "-q", "--model", "gpt", "-i", cu.test_data("sample-docs.jsonl"), "--tokenizer",
+             suffix_model, "-o", shards, check_rc=False)
+    if r.returncode == 0:
+        r = tool("gpt_pretrain", "--data", shards, "--model", "tiny", "--seq-len", 32, "--batch-size", 4,
+                 "--max-steps", 1, "--threads", 2, "--export", export)
+        hf_model_files(export)
+        check("--export of a SentencePiece model HF cannot express: model files, a warning naming it and why",
+              suffix_model in r.stderr + r.stdout and "treat_whitespace_as_suffix" in r.stderr + r.stdout
+              and not os.path.exists(os.path.join(export, "tokenizer.json")), (r.stdout + r.stderr)[-400:])
+    else:
+        print("skip the whitespace-as-suffix model: libsentencepiece refuses it:", r.stderr.strip()[-200:])
+
 
 def main():
     with cu.tempdir() as tmp:
@@ -307,6 +461,7 @@ def main():
             lines = f.read().splitlines()
         bert(tmp, text, lines)
         gpt(tmp, text, lines)
+        sentencepiece(tmp, text, lines)
     cu.finish(failures)
 
 
