@@ -156,6 +156,12 @@ void DocShardWriter::close_shard() {
 }
 
 Manifest DocShardWriter::finish(Manifest base) {
+  Manifest m = finish_manifest(std::move(base));
+  m.write(path_join(dir_, kManifestName));
+  return m;
+}
+
+Manifest DocShardWriter::finish_manifest(Manifest base) {
   if (finished_) throw Error(Where{dir_}, "finish() called twice");
   close_shard();
   finished_ = true;
@@ -175,7 +181,6 @@ Manifest DocShardWriter::finish(Manifest base) {
   m.extra["docs"] = {{"prefix", options_.prefix},
                      {"shard_bytes", options_.shard_bytes},
                      {"zstd_level", options_.zstd_level}};
-  m.write(path_join(dir_, kManifestName));
   return m;
 }
 

@@ -54,6 +54,10 @@ class DocShardWriter {
   // with format kFormatDocs, base.shards (shards kept from an earlier run) followed by this
   // writer's shards, and stats documents / jsonl_bytes / invalid_utf8_replaced. Returns it.
   Manifest finish(Manifest base = {});
+  // The same without writing manifest.json: for a caller that adds fields of its own and writes
+  // the manifest once (wikiprep: its counts and resume point), so that a manifest without them
+  // never lands on disk, not even when the final write fails (a full disk) or a kill comes between.
+  Manifest finish_manifest(Manifest base = {});
 
   // Shards committed so far (file relative to dir, records, compressed bytes, xxh3).
   const std::vector<ShardEntry>& shards() const { return shards_; }

@@ -123,7 +123,8 @@ class DocsOutput final : public ShardOutput {
   const std::vector<ShardEntry>& shards() const override { return writer_.shards(); }
   uint64_t text_bytes() const override { return writer_.jsonl_bytes(); }
   uint64_t invalid_utf8_replaced() const override { return writer_.invalid_utf8_replaced(); }
-  Manifest finish(Manifest base) override { return writer_.finish(std::move(base)); }
+  // Wikiprep::finish writes the manifest once, with its counts and complete=true.
+  Manifest finish(Manifest base) override { return writer_.finish_manifest(std::move(base)); }
 
  private:
   DocShardWriter writer_;
