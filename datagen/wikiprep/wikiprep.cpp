@@ -373,7 +373,9 @@ class Wikiprep {
       summary = make_part(part, key, size * uint64_t(rank) / uint64_t(ranks), size * uint64_t(rank + 1) / uint64_t(ranks), sizes);
     }
 
-    // 2. Where shards start: the rule handed down the ranks, then everyone's part sizes.
+    // 2. Where shards start: the rule handed down the ranks, then everyone's part sizes. Every
+    // part is done first, so a job that fails from here on leaves them all for --resume.
+    world.barrier();
     fault_point("shards");
     ShardCursor cursor;
     if (rank > 0) world.recv(&cursor, sizeof cursor, rank - 1, 7001);
