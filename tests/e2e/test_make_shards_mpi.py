@@ -20,6 +20,7 @@ import compat_util as cu  # noqa: E402
 EXE = cu.tool("make-pretraining-shards")
 ENWIKI = "wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.wikiextractor.jsonl"
 fail = cu.fail
+differences = cu.differences
 # Fields that say when and how a run was made, not what it wrote.
 TIMING = ("seconds", "stage_seconds", "stage_cpu_seconds")
 
@@ -28,8 +29,7 @@ def command(np, args):
     args = [EXE, *map(str, args), "--quiet", "--threads", "1"]
     if np == 1:
         return args
-    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(np), "--mca", "btl", "self,vader",
-            "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", *args]
+    return [*cu.mpirun_args(np), *args]
 
 
 def run(np, args, rc=0, env=None):
@@ -61,10 +61,6 @@ def output(out):
                 with open(path, "rb") as f:
                     files[rel] = f.read()
     return files
-
-
-def differences(a, b):
-    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 
 def gone(out, seconds=20):

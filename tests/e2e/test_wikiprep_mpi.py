@@ -24,14 +24,14 @@ ENWIKI = "wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-short
 VOYAGE = "wikipedia/elwikivoyage-sample-pages-articles.xml.bz2"
 SMALL = "wikipedia/wikidump-enwiki-10k.xml.bz2"
 fail = cu.fail
+differences = cu.differences
 
 
 def command(np, args, quiet=True):
     args = [EXE, *map(str, args), "--threads", "1", *(["--quiet"] if quiet else [])]
     if np == 1:
         return args
-    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(np), "--mca", "btl", "self,vader",
-            "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", *args]
+    return [*cu.mpirun_args(np), *args]
 
 
 def run(np, args, rc=0, env=None, quiet=True):
@@ -63,10 +63,6 @@ def output(out):
                 with open(path, "rb") as f:
                     files[rel] = f.read()
     return files
-
-
-def differences(a, b):
-    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 
 def same_at(tmp, name, dump, args, counts=(1, 2, 3)):
