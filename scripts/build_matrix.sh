@@ -9,6 +9,8 @@
 # CUDA ON needs nvcc (/usr/local/cuda); its host compiler is the C++ compiler of the row. Each build
 # takes 5-10 minutes on 2 cores: the full matrix (16 builds) is an hour or two, not for CI, which
 # builds Release with GCC (and CUDA when nvcc is there) and Debug with clang (the sanitizer build).
+# When ccache is installed it is used (cache in build-matrix/ccache), so the CUDA ON build of a row
+# recompiles only what PRETRAIN_HAVE_CUDA changes; ccache hashes the flags, so nothing stale is reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 compilers="gcc clang" types="Debug Release RelWithDebInfo MinSizeRel" cudas="OFF ON" jobs=$(nproc) keep=0
@@ -19,11 +21,16 @@ while [[ $# -gt 0 ]]; do
     --cuda) cudas=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
 mkdir -p build-matrix
+launcher=()
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR=$PWD/build-matrix/ccache
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
 results=build-matrix/results.md
 {
   echo "| compiler | build type | CUDA | result | minutes |"
@@ -45,7 +52,7 @@ for cc in $compilers; do
       start=$SECONDS
       echo "== $cc $type CUDA $cuda" >&2
       if env "${env[@]}" cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$type" -DPRETRAIN_CUDA="$cuda" -DPRETRAIN_WERROR=ON \
-           "${extra[@]}" >"$dir.log" 2>&1 && cmake --build "$dir" -j "$jobs" >>"$dir.log" 2>&1; then
+           "${extra[@]}" "${launcher[@]}" >"$dir.log" 2>&1 && cmake --build "$dir" -j "$jobs" >>"$dir.log" 2>&1; then
         result=built
       else
         result="FAILED (see $dir.log)"
