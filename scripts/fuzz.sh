@@ -11,7 +11,11 @@
 # scripts/fuzz.sh --campaign HOURS [TARGET…]: every target (or those named) in turn, HOURS shared
 # equally; after each, the inputs that add coverage are merged (-merge=1, which keeps only those)
 # into tests/fuzz/corpus/TARGET, and a row (date, seconds, executions, coverage, features, inputs
-# added, findings) is appended to tests/fuzz/campaign.md, whose totals per target it then prints.
+# added, findings, machine) is appended to tests/fuzz/campaign.md, whose totals per target it
+# then prints. PRETRAIN_FUZZ_PARALLEL=P runs P targets at a time (a many-core machine), each for
+# HOURS × P / targets (at most HOURS), so the campaign still takes HOURS.
+# PRETRAIN_FUZZ_PREBUILT=1 uses the binaries already in $PRETRAIN_FUZZ_BUILD/fuzz as they are (no
+# cmake), for a machine they were copied to.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 campaign= named=()
@@ -25,8 +29,12 @@ fi
 target=$1 seconds=$2
 jobs=${PRETRAIN_JOBS:-$(nproc)}
 build=${PRETRAIN_FUZZ_BUILD:-build-fuzz}
+parallel=${PRETRAIN_FUZZ_PARALLEL:-1}
+prebuilt=${PRETRAIN_FUZZ_PREBUILT:-}
 # Configured every time (quick once done): a new fuzz_*.cpp becomes a target only at configure.
-if grep -qs "^PRETRAIN_FUZZ:BOOL=ON" "$build/CMakeCache.txt"; then
+if [[ -n $prebuilt ]]; then
+  :
+elif grep -qs "^PRETRAIN_FUZZ:BOOL=ON" "$build/CMakeCache.txt"; then
   cmake -S . -B "$build" >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 else
   CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPRETRAIN_FUZZ=ON \
@@ -40,9 +48,10 @@ else
   targets=$target
 fi
 if [[ -n $campaign ]]; then
-  seconds=$(awk -v h="$hours" -v n="$(wc -w <<<"$targets")" 'BEGIN { s = int(h * 3600 / n); print s < 1 ? 1 : s }')
+  seconds=$(awk -v h="$hours" -v n="$(wc -w <<<"$targets")" -v p="$parallel" \
+    'BEGIN { s = int(h * 3600 * (p < n ? p : n) / n); print s < 1 ? 1 : s }')
 fi
-cmake --build "$build" -j "$jobs" --target $(printf 'fuzz_%s ' $targets)
+[[ -n $prebuilt ]] || cmake --build "$build" -j "$jobs" --target $(printf 'fuzz_%s ' $targets)
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0  # libhdf5's own leaks
 table=tests/fuzz/campaign.md
 # Appends the row of target $1's run (its log in $build/corpus/$1.log) and merges its new inputs.
@@ -59,10 +68,10 @@ campaign_row() {
   (cd "$build/corpus" && ../fuzz/fuzz_$t -merge=1 -rss_limit_mb=2048 "$OLDPWD/tests/fuzz/corpus/$t" "$t" >"$t.merge.log" 2>&1) ||
     echo "fuzz $t: merging its corpus failed (see $build/corpus/$t.merge.log)" >&2
   after=$(ls "tests/fuzz/corpus/$t" | wc -l)
-  [[ -f $table ]] || printf '%s\n' "| date | target | seconds | executions | coverage | features | corpus inputs added | findings |" \
-    "|---|---|---:|---:|---:|---:|---:|---:|" >"$table"
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(date -u +%Y-%m-%dT%H:%MZ)" "$t" "$seconds" "${execs:-0}" \
-    "${cov:-?}" "${ft:-?}" "$((after - before))" "$findings" >>"$table"
+  [[ -f $table ]] || printf '%s\n' "| date | target | seconds | executions | coverage | features | corpus inputs added | findings | machine |" \
+    "|---|---|---:|---:|---:|---:|---:|---:|---|" >"$table"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(date -u +%Y-%m-%dT%H:%MZ)" "$t" "$seconds" "${execs:-0}" \
+    "${cov:-?}" "${ft:-?}" "$((after - before))" "$findings" "$(nproc) cores, $parallel at a time" >>"$table"
 }
 # Executions and findings per target over every campaign in the table.
 campaign_totals() {
@@ -70,19 +79,16 @@ campaign_totals() {
   awk -F'|' 'NR > 2 { gsub(/ /, "", $3); e[$3] += $5; f[$3] += $9; s[$3] += $4 }
              END { for (t in e) printf "  %-14s %12d executions in %8d s, %d findings\n", t, e[t], s[t], f[t] }' "$table" | sort
 }
-status=0
-for t in $targets; do
-  corpus=$build/corpus/$t
+# Runs target $1 (and its campaign row); non-zero when it found something.
+fuzz_one() {
+  local t=$1 corpus=$build/corpus/$1 seeds=tests/fuzz/corpus/$1 extra=() asan_extra= status=0
   mkdir -p "$corpus"
-  seeds=tests/fuzz/corpus/$t
   [[ -d $seeds ]] || seeds=
-  extra=()
   # libhdf5 1.10 mallocs whatever size a damaged file states (e.g. a local heap in H5HL_protect,
   # a metadata entry in H5C_protect) before it can notice the file is too short; such an
   # out-of-memory is libhdf5's, not ours, so this target runs in fork mode and skips OOMs, and a
   # malloc past ASan's limit returns NULL as it would in production (libhdf5 then reports an
   # error, which the reader turns into ours). Crashes and other sanitizer reports still fail it.
-  asan_extra=
   [[ $t == bert_hdf5 ]] && extra=(-fork=1 -ignore_ooms=1) && asan_extra=allocator_may_return_null=1
   [[ -n ${PRETRAIN_FUZZ_SEED:-} ]] && extra+=(-seed="$PRETRAIN_FUZZ_SEED")
   echo "fuzz $t for ${seconds}s${PRETRAIN_FUZZ_SEED:+ (seed $PRETRAIN_FUZZ_SEED)}"
@@ -95,6 +101,24 @@ for t in $targets; do
     grep -E "^#[0-9]+.*DONE|Done [0-9]+ runs|oom/timeout/crash" "$build/corpus/$t.log" | tail -n 1 || true
   fi
   if [[ -n $campaign ]]; then campaign_row "$t"; fi
+  return $status
+}
+status=0 running=0
+for t in $targets; do
+  if ((parallel <= 1)); then
+    fuzz_one "$t" || status=1
+    continue
+  fi
+  if ((running >= parallel)); then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+while ((running > 0)); do
+  wait -n || status=1
+  running=$((running - 1))
 done
 if [[ -n $campaign ]]; then campaign_totals; fi
 exit $status

@@ -42,28 +42,12 @@ mpirun=(mpirun --oversubscribe -np 2 --mca btl self,vader --mca btl_tcp_if_inclu
 dump=$dir/enwiki-like-${gb}gb-multistream.xml.bz2
 if [[ ! -s $dump ]]; then
   echo "# building $dump" >&2
-  $py - "$data" "$dir" "$gb" <<'EOF'
-import bz2, sys
-data, out, gb = sys.argv[1], sys.argv[2], float(sys.argv[3])
-def split(name):
-    x = bz2.decompress(open(f"{data}/{name}", "rb").read())
-    first, last = x.index(b"  <page>"), x.rindex(b"</page>") + len(b"</page>\n")
-    return x[:first], x[first:last]
-head, en = split("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
-pages = [en, split("wp2txt-jawiki-2022-testdata_ja.xml.bz2")[1], split("elwikivoyage-sample-pages-articles.xml.bz2")[1]]
-body_mb = max(20, min(256, int(gb * 1000 / 4)))
-with open(f"{out}/body.xml", "wb") as f:
-    size, i = 0, 0
-    while size < body_mb * 1_000_000:
-        f.write(pages[i % 3]); size += len(pages[i % 3]); i += 1
-open(f"{out}/head.xml", "wb").write(head)
-open(f"{out}/tail.xml", "wb").write(b"</mediawiki>\n")
-copies = -(-int(gb * 1e9) // size)
-open(f"{out}/copies", "w").write(f"{copies} {size}\n")
-EOF
+  body_mb=$($py -c "import sys; print(max(20, min(256, int(float(sys.argv[1]) * 1000 / 4))))" "$gb")
+  $py scripts/bench/dump_pages.py "$data" "$dir" "$body_mb" --parts
+  body_bytes=$(stat -c %s "$dir/body.xml")
+  copies=$($py -c "import math, sys; print(math.ceil(float(sys.argv[1]) * 1e9 / int(sys.argv[2])))" "$gb" "$body_bytes")
   pbzip2 -9 -c "$dir/body.xml" >"$dir/body.xml.bz2"
   bzip2 -9 -c "$dir/head.xml" >"$dump.tmp"
-  read -r copies body_bytes <"$dir/copies"
   for ((i = 0; i < copies; ++i)); do cat "$dir/body.xml.bz2"; done >>"$dump.tmp"
   bzip2 -9 -c "$dir/tail.xml" >>"$dump.tmp"
   echo $(( $(stat -c %s "$dir/head.xml") + copies * body_bytes + $(stat -c %s "$dir/tail.xml") )) >"$dump.xml-bytes"

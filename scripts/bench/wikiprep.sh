@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # wikiprep speed against wikiextractor and against the bz2 decode floor, measured in the same run:
-#   scripts/bench/wikiprep.sh [--xml-mb N] [--we-mb M] [--threads "1 2"] [--dir DIR] [--build DIR]
-# Input: the real samples' pages (enwiki main, jawiki, elwikivoyage) repeated to >= N MB of XML
-# (default 500) under the enwiki sample's <siteinfo>, also recompressed as one bz2 stream (lbzip2,
+#   scripts/bench/wikiprep.sh [--xml-mb N] [--we-mb M] [--pages mix|en] [--threads "1 2"] [--dir DIR] [--build DIR]
+# Input: the real samples' pages repeated to >= N MB of XML (default 500) under the enwiki
+# sample's <siteinfo> (scripts/bench/dump_pages.py; --pages mix, the default: enwiki main, jawiki and
+# elwikivoyage; en: the English samples, the pages the plain-XML goal was stated on), also
+# recompressed as one bz2 stream (lbzip2,
 # or bzip2 when it is missing) and as a multistream file (pbzip2: one stream per block).
 # For each thread count: our pages/s and XML MB/s on plain XML, single-stream bz2 and multistream;
 # `lbzip2 -dc -n T > /dev/null` (the decode floor); wikiextractor 3.1.0 (.venv, `--json
@@ -14,8 +16,8 @@
 
 # shellcheck source=scripts/bench/lib.sh
 source "$(dirname "$0")/lib.sh"
-xml_mb=500 we_mb=60 threads="1 2" dir="" build=build
-bench_args --xml-mb=xml_mb --we-mb=we_mb --threads=threads --dir=dir --build=build -- "$@"
+xml_mb=500 we_mb=60 pages=mix threads="1 2" dir="" build=build
+bench_args --xml-mb=xml_mb --we-mb=we_mb --pages=pages --threads=threads --dir=dir --build=build -- "$@"
 data=$shared_data/wikipedia
 bench_require "$data" "no shared data at $data (set PRETRAIN_SHARED_DATA)"
 wikiprep=$build/datagen/wikiprep
@@ -26,25 +28,10 @@ bench_workdir dir wikiprep out we
 py=/usr/bin/python3
 
 # ---- input ------------------------------------------------------------------------------------
-xml=$dir/big-${xml_mb}mb.xml
+xml=$dir/big-${pages}-${xml_mb}mb.xml
 if [[ ! -s $xml ]]; then
   echo "# building $xml (>= $xml_mb MB of XML)" >&2
-  $py - "$data" "$xml" "$xml_mb" <<'EOF'
-import bz2, sys
-data, out, mb = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def split(name):
-    x = bz2.decompress(open(f"{data}/{name}", "rb").read())
-    first, last = x.index(b"  <page>"), x.rindex(b"</page>") + len(b"</page>\n")
-    return x[:first], x[first:last]
-head, en = split("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
-pages = [en, split("wp2txt-jawiki-2022-testdata_ja.xml.bz2")[1], split("elwikivoyage-sample-pages-articles.xml.bz2")[1]]
-with open(out, "wb") as f:
-    f.write(head)
-    size, i = len(head), 0
-    while size < mb * 1_000_000:
-        f.write(pages[i % len(pages)]); size += len(pages[i % len(pages)]); i += 1
-    f.write(b"</mediawiki>\n")
-EOF
+  $py scripts/bench/dump_pages.py "$data" "$xml" "$xml_mb" --pages "$pages"
 fi
 single=$xml.bz2 multi=${xml%.xml}.multistream.xml.bz2 slice=$dir/slice-${we_mb}mb.xml
 if [[ ! -s $single ]]; then
