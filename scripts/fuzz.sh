@@ -68,8 +68,6 @@ campaign_row() {
   (cd "$build/corpus" && ../fuzz/fuzz_$t -merge=1 -rss_limit_mb=2048 "$OLDPWD/tests/fuzz/corpus/$t" "$t" >"$t.merge.log" 2>&1) ||
     echo "fuzz $t: merging its corpus failed (see $build/corpus/$t.merge.log)" >&2
   after=$(ls "tests/fuzz/corpus/$t" | wc -l)
-  [[ -f $table ]] || printf '%s\n' "| date | target | seconds | executions | coverage | features | corpus inputs added | findings | machine |" \
-    "|---|---|---:|---:|---:|---:|---:|---:|---|" >"$table"
   printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(date -u +%Y-%m-%dT%H:%MZ)" "$t" "$seconds" "${execs:-0}" \
     "${cov:-?}" "${ft:-?}" "$((after - before))" "$findings" "$(nproc) cores, $parallel at a time" >>"$table"
 }
@@ -103,6 +101,11 @@ fuzz_one() {
   if [[ -n $campaign ]]; then campaign_row "$t"; fi
   return $status
 }
+# The table's header, once, before targets run side by side.
+if [[ -n $campaign && ! -f $table ]]; then
+  printf '%s\n' "| date | target | seconds | executions | coverage | features | corpus inputs added | findings | machine |" \
+    "|---|---|---:|---:|---:|---:|---:|---:|---|" >"$table"
+fi
 status=0 running=0
 for t in $targets; do
   if ((parallel <= 1)); then
