@@ -28,7 +28,8 @@ done
 mkdir -p build-matrix
 launcher=()
 if command -v ccache >/dev/null; then
-  export CCACHE_DIR=$PWD/build-matrix/ccache
+  # hash_dir off: with -g the build directory is part of the key, and every row has its own.
+  export CCACHE_DIR=$PWD/build-matrix/ccache CCACHE_NOHASHDIR=true
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 results=build-matrix/results.md
