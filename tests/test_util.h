@@ -24,10 +24,17 @@ std::string error_message(F&& f) {
   return "(no error)";
 }
 
+// Where the sources, the build and the shared data are, as configured (tests/test_util_paths.cpp:
+// compiled there alone, so no test's object depends on the build directory's path and ccache
+// shares them between build directories).
+std::string source_dir();
+std::string build_dir();
+std::string default_shared_data_dir();
+
 // ../shared/data, or $PRETRAIN_SHARED_DATA; empty when it does not exist.
 inline std::string shared_data_dir() {
   const char* env = std::getenv("PRETRAIN_SHARED_DATA");
-  std::string dir = env && *env ? env : PRETRAIN_DEFAULT_SHARED_DATA;
+  std::string dir = env && *env ? env : default_shared_data_dir();
   return std::filesystem::is_directory(dir) ? dir : std::string();
 }
 
@@ -44,8 +51,6 @@ inline std::string shared_file(const std::string& rel) {
   if (var.empty()) GTEST_SKIP() << "shared data file " << (rel) << " not found " \
                                 << "(set PRETRAIN_SHARED_DATA)"
 
-inline std::string source_dir() { return PRETRAIN_SOURCE_DIR; }
-inline std::string build_dir() { return PRETRAIN_BUILD_DIR; }
 
 // A fresh directory under $TMPDIR, removed with everything in it.
 class TempDir {
