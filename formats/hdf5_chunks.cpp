@@ -21,6 +21,14 @@ herr_t collect_error(unsigned, const H5E_error2_t* e, void* data) {
   return 0;
 }
 
+// libhdf5 1.10 frees a file whose H5Fclose failed (its metadata flush hit a full disk or a
+// file-size limit) but keeps its id; the library's atexit cleanup then closes it a second time and
+// the process dies with SIGSEGV after our error was printed (make-pretraining-shards on a tiny
+// filesystem, chaos.sh diskfull). Every id we open is closed by us (Hid), so that cleanup has no
+// work of ours to do: it is turned off before the library starts (H5dont_atexit only sets a flag
+// that library initialisation reads; it does not start the library).
+[[maybe_unused]] const bool kNoAtexitCleanup = (H5dont_atexit(), true);
+
 }  // namespace
 
 // HDF5's thread-safe build keeps the error stack, and whether it auto-prints, per thread.
