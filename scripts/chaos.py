@@ -595,9 +595,9 @@ def mpi_trials(c, inputs, refs):
         must(command(c, spec, ref))
         seconds = time.monotonic() - start
         want = losses(ref + "-log")
-        trials = c.trials
         killed_mid_run = compared_steps = 0
-        for trial in range(trials):
+        for trial in range(c.trials):
+            # The data-parallel BERT run keeps the draws it had when it was the only one.
             rng = c.rng("mpi", name, trial) if name != "bert_pretrain -np 4" else c.rng("mpi", trial)
             out = os.path.join(c.work, "mpi", f"{name.replace(' ', '_')}-{trial}")
             victim_rank = rng.randrange(4)
