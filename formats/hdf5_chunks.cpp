@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -21,7 +23,24 @@ herr_t collect_error(unsigned, const H5E_error2_t* e, void* data) {
   return 0;
 }
 
+// libhdf5 1.10 frees a file whose H5Fclose failed (its metadata flush hit a full disk or a
+// file-size limit) but keeps its id; the library's atexit cleanup (H5close) then closes it a second
+// time and the process dies with SIGSEGV after our error was printed (make-pretraining-shards on a
+// tiny filesystem, chaos.sh diskfull). So the cleanup is ours: HDF5 is told before it starts not to
+// register its own (H5dont_atexit only sets a flag that library initialisation reads), and ours
+// runs H5close at exit as HDF5 would, unless a close of ours failed. Where the library had started
+// before this library was loaded (h5py first in a Python process), its own cleanup stays.
+std::atomic<bool> a_close_failed{false};
+
+void close_library_at_exit() {
+  if (!a_close_failed.load()) H5close();
+}
+
+[[maybe_unused]] const bool kOwnAtexitCleanup = H5dont_atexit() >= 0 && std::atexit(close_library_at_exit) == 0;
+
 }  // namespace
+
+void Hid::note_failed_close() { a_close_failed.store(true); }
 
 // HDF5's thread-safe build keeps the error stack, and whether it auto-prints, per thread.
 void quiet_hdf5() {

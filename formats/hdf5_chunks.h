@@ -38,14 +38,18 @@ class Hid {
   bool close() {
     herr_t rc = id_ >= 0 ? close_(id_) : 0;
     id_ = -1;
+    if (rc < 0) note_failed_close();
     return rc >= 0;
   }
 
  private:
   void reset() {
-    if (id_ >= 0) close_(id_);
+    if (id_ >= 0 && close_(id_) < 0) note_failed_close();
     id_ = -1;
   }
+  // After a failed close libhdf5 1.10 may hold a freed file: the library is then not closed at
+  // exit (hdf5_chunks.cpp), which would touch it.
+  static void note_failed_close();
   hid_t id_ = -1;
   Closer close_ = nullptr;
 };

@@ -4,14 +4,16 @@
   kill      SIGKILL each long job at a uniformly random moment of its uninterrupted run, then --resume:
             exit 0, outputs byte-identical to the uninterrupted run's (manifest fields that record
             time and arguments aside), nothing else left in the output directory.
-  diskfull  each writer under `prlimit --fsize`: exit 1 naming the file, no shard listed that is not
-            whole, and --resume without the limit gives the uninterrupted output.
+  diskfull  each writer under `prlimit --fsize`, and with its output on a tmpfs that fills part-way
+            (skipped, and said so, where mounting is refused): exit 1 naming the file, no shard listed
+            that is not whole, and --resume once there is room gives the uninterrupted output.
   corrupt   byte flips and truncations of one shard per kind (docs, BERT HDF5, Megatron, llm.c,
             checkpoints): shard-tool verify (or the checkpoint's checksums) must catch 100%; the
             readers without verification must never crash or hang (we count what they catch alone).
   writers   a second run into a directory in use is refused (exit 1, the directory and pid named).
-  mpi       a random rank of a 4-rank data-parallel run SIGKILLed at a random moment: every rank ends
-            within 30 s, the output names the rank, and --resume gives the uninterrupted weights.
+  mpi       a random rank of a 4-rank run (BERT and GPT data parallel, and 3D grids: tensor x pipeline,
+            pipeline x data) SIGKILLed at a random moment: every rank ends within 30 s, the output names
+            the rank, and --resume gives the uninterrupted weights and losses bitwise.
   fuzz      scripts/fuzz.sh --campaign HOURS.
 
 Every trial draws from random.Random(seed, job, trial), so a rerun repeats it. Prints a table of
@@ -62,6 +64,12 @@ class Campaign:
         if not ok:
             self.findings.append(f"{job} / {fault}: {why}")
             print(f"  FAIL {job} / {fault}: {why}", flush=True)
+
+    def skip(self, job, fault, reason):
+        """A trial that could not run here: reported, never counted as passed."""
+        row = self.rows.setdefault((job, fault), [0, 0, ""])
+        row[2] = f"skipped: {reason}"
+        print(f"  SKIP {job} / {fault}: {reason}", flush=True)
 
     def table(self):
         lines = ["| job | fault | trials | passed | notes |", "|---|---|---:|---:|---|"]
@@ -261,6 +269,124 @@ def diskfull_trials(c, inputs, refs):
             c.record(name, "file size limit + resume", not why, why, note="prlimit --fsize U[1, largest output file)")
             if not why:
                 shutil.rmtree(out, ignore_errors=True)
+    tinyfs_trials(c, inputs, refs)
+
+
+PAGE = 4096
+
+
+def tinyfs_refusal(c):
+    """'' when this process can mount a tmpfs, else why not (the tinyfs trials are then skipped)."""
+    if shutil.which("mount") is None or shutil.which("umount") is None:
+        return "no mount/umount here"
+    probe = os.path.join(c.work, "tinyfs-probe")
+    os.makedirs(probe, exist_ok=True)
+    r = run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", probe])
+    if r.returncode != 0:
+        return f"mount -t tmpfs refused: {(r.stderr or r.stdout).strip()[-200:]}"
+    run(["umount", probe])
+    return ""
+
+
+def tmpfs_usage(c, spec, out):
+    """(peak, end): the bytes the job's output directory takes on a tmpfs at its fullest (work files
+    included: make-pretraining-shards' token store and spill buckets are gone by the end) and at the
+    end, polled while the job runs on a roomy tmpfs mounted at `out`."""
+    p = subprocess.Popen([str(a) for a in command(c, spec, out)], env=ENV, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    peak = 0
+    used = lambda: (lambda st: (st.f_blocks - st.f_bfree) * st.f_frsize)(os.statvfs(out))  # noqa: E731
+    while p.poll() is None:
+        peak = max(peak, used())
+        time.sleep(0.002)
+    end = used()
+    if p.returncode != 0:
+        sys.exit(f"chaos: {' '.join(map(str, spec))} failed ({p.returncode}) on a roomy tmpfs")
+    return max(peak, end), end
+
+
+def names_a_file_under(out, text):
+    """The error names a file under `out` (not only the directory)."""
+    return any(line.find(out + "/") >= 0 for line in text.splitlines())
+
+
+def files_that_look_complete(ref, out):
+    """Files under `out` that carry a finished output's name (one the uninterrupted run writes) but not its
+    contents: a reader or --resume would take them as done. The manifests and `latest` are checked apart
+    (listed_shards_whole): a failed run may leave an earlier, consistent one."""
+    want, got = tree(ref), tree(out)
+    bad = []
+    for rel, p in got.items():
+        if rel in want and os.path.basename(rel) not in ("manifest.json", "latest") and \
+                normalized(p) != normalized(want[rel]):
+            bad.append(rel)
+    return bad
+
+
+def tinyfs_trials(c, inputs, refs):
+    """Each writer with its output directory on a tmpfs that fills part-way: exit 1 with "No space left on
+    device" naming a file, no finished output's name on a partial file, no partial shard listed; then the
+    tmpfs grows (space freed) and --resume gives the uninterrupted output. The size: even trials fill
+    during the writer's output (peak - end + U[0.05, 0.95] x end: the final files are written while the
+    work files are still there), odd ones anywhere (U[0.05, 0.95] x peak, the work files' writers too)."""
+    fault = "tiny filesystem + resume"
+    names = [n for n, spec in jobs(c, inputs).items() if "mpirun" not in spec]
+    if c.short:  # CI: one trial, of the HDF5 writer (a C library's own I/O under ENOSPC)
+        names = ["make-shards-bert"]
+    refused = tinyfs_refusal(c)
+    if refused:
+        for name in names:
+            c.skip(name, fault, refused)
+        return
+    for name in names:
+        spec = jobs(c, inputs)[name]
+        ref, _ = refs[name]
+        out = os.path.join(c.work, "tinyfs", name)
+        os.makedirs(out)
+        if run(["mount", "-t", "tmpfs", "-o", "size=2g", "tmpfs", out]).returncode != 0:
+            c.skip(name, fault, "mount -t tmpfs refused")
+            continue
+        try:
+            peak, end = tmpfs_usage(c, spec, out)
+        finally:
+            run(["umount", out])
+        for trial in range(1 if c.short else max(1, c.trials // 4)):
+            rng = c.rng("tinyfs", name, trial)
+            fill = peak - end + rng.uniform(0.05, 0.95) * end if trial % 2 == 0 else rng.uniform(0.05, 0.95) * peak
+            size = max(PAGE, int(fill) // PAGE * PAGE)
+            out = os.path.join(c.work, "tinyfs", f"{name}-{trial}")
+            os.makedirs(out)
+            problems = []
+            r = run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", out])
+            if r.returncode != 0:
+                c.skip(name, fault, f"mount -t tmpfs refused: {r.stderr.strip()[-200:]}")
+                continue
+            try:
+                r = run(command(c, spec, out))
+                if r.returncode != 1:
+                    problems.append(f"exit {r.returncode} (want 1) on a {size}-byte filesystem (the job takes "
+                                    f"{peak} at its peak): {r.stderr.strip()[-300:]}")
+                elif "No space left on device" not in r.stderr or not names_a_file_under(out, r.stderr):
+                    problems.append(f"the error does not name the file and the cause: {r.stderr.strip()[-300:]}")
+                problems.append(listed_shards_whole(out))
+                looks = files_that_look_complete(ref, out)
+                if looks:
+                    problems.append(f"partial files under finished names: {looks}")
+                grow = run(["mount", "-o", f"remount,size={max(64 << 20, 4 * peak)}", out])
+                if grow.returncode != 0:
+                    problems.append(f"remount refused: {grow.stderr.strip()[-200:]}")
+                else:
+                    r = run(command(c, spec, out, resume=resumable(spec)))
+                    problems.append(f"--resume exit {r.returncode}: {r.stderr[-300:]}" if r.returncode
+                                    else differences(ref, out))
+            finally:
+                stop_everything_mentioning(out)
+                if run(["umount", out]).returncode != 0:
+                    run(["umount", "-l", out])
+            why = "; ".join(p for p in problems if p)
+            c.record(name, fault, not why, why, note="tmpfs filling part-way: during the output (even trials) "
+                     "or anywhere (odd), then remounted bigger for --resume")
+            shutil.rmtree(out, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ corruption
@@ -432,45 +558,89 @@ def rank_pids(marker):
     return ranks
 
 
+def mpi_jobs(c, inputs):
+    """The 4-rank runs whose ranks are killed: data parallel BERT and GPT, and two 3D grids (Megatron's
+    tensor x pipeline x data; --grad-accum 2 so that a pipeline has micro-batches to overlap)."""
+    bert = jobs(c, inputs)["bert_pretrain"]
+    gpt = ["gpt_pretrain", "--data", inputs["gpt"], "--seq-len", 32, *bert[bert.index("--model"):]]
+    grid = lambda t, p: ["--tensor-parallel", t, "--pipeline-parallel", p, "--grad-accum", 2]  # noqa: E731
+    all_jobs = {
+        "bert_pretrain -np 4": ["mpirun", "-np", 4, *bert],
+        "gpt_pretrain -np 4": ["mpirun", "-np", 4, *gpt],
+        "bert_pretrain -np 4 tensor 2 x pipeline 2": ["mpirun", "-np", 4, *bert, *grid(2, 2)],
+        "gpt_pretrain -np 4 pipeline 2 x data 2": ["mpirun", "-np", 4, *gpt, *grid(1, 2)],
+    }
+    if c.short:  # CI: the data-parallel BERT run only; each other one costs ~7 s on 2 busy cores (mpirun x 4)
+        return {"bert_pretrain -np 4": all_jobs["bert_pretrain -np 4"]}
+    return all_jobs
+
+
+def losses(log_dir):
+    """{step: the metrics.jsonl line's loss fields} (JSON keeps doubles round-trip exact)."""
+    out = {}
+    path = os.path.join(log_dir, "metrics.jsonl")
+    if os.path.exists(path):
+        for line in open(path):
+            j = json.loads(line)
+            if not j.get("eval"):
+                out[j["step"]] = {k: v for k, v in j.items() if k.endswith("loss")}
+    return out
+
+
 def mpi_trials(c, inputs, refs):
-    spec = jobs(c, inputs)["bert_pretrain"][:]
-    spec = ["mpirun", "-np", 4, *spec]
-    ref = os.path.join(c.work, "ref", "np4")
-    start = time.monotonic()
-    must(command(c, spec, ref))
-    seconds = time.monotonic() - start
-    for trial in range(c.trials):
-        rng = c.rng("mpi", trial)
-        out = os.path.join(c.work, "mpi", f"np4-{trial}")
-        victim_rank = rng.randrange(4)
-        p = subprocess.Popen([str(a) for a in command(c, spec, out)], env=ENV, start_new_session=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-        time.sleep(rng.uniform(0.2, 0.9) * seconds)
-        ranks = rank_pids(out)
-        why = ""
-        if p.poll() is None and victim_rank in ranks:
-            os.kill(ranks[victim_rank], signal.SIGKILL)
-            try:
-                text, _ = p.communicate(timeout=30)
-                left = rank_pids(out)
-                if left:
-                    why = f"ranks {sorted(left)} still run after mpirun ended"
-                elif p.returncode == 0 or f"rank {victim_rank}" not in text:
-                    why = f"exit {p.returncode}, the output does not name rank {victim_rank}: {text[-400:]}"
-            except subprocess.TimeoutExpired:
-                why = f"the job still ran 30 s after rank {victim_rank} was killed"
-        else:
-            p.communicate()
-        stop_everything_mentioning(out)
-        r = run(command(c, spec, out, resume=True))
-        if r.returncode:
-            why += f" --resume exit {r.returncode}: {r.stderr[-300:]}"
-        else:
-            why += differences(ref, out)
-        c.record("bert_pretrain -np 4", "rank SIGKILL + resume", not why, why.strip(),
-                 note=f"rank U{{0..3}} at U[0.2, 0.9] x {seconds:.1f} s; ended within 30 s, rank named")
-        if not why:
-            shutil.rmtree(out, ignore_errors=True)
+    for name, base in mpi_jobs(c, inputs).items():
+        ref = os.path.join(c.work, "ref", name.replace(" ", "_"))
+        spec = [*base, "--log-dir", ref + "-log"]
+        start = time.monotonic()
+        must(command(c, spec, ref))
+        seconds = time.monotonic() - start
+        want = losses(ref + "-log")
+        killed_mid_run = compared_steps = 0
+        for trial in range(c.trials):
+            # The data-parallel BERT run keeps the draws it had when it was the only one.
+            rng = c.rng("mpi", name, trial) if name != "bert_pretrain -np 4" else c.rng("mpi", trial)
+            out = os.path.join(c.work, "mpi", f"{name.replace(' ', '_')}-{trial}")
+            victim_rank = rng.randrange(4)
+            p = subprocess.Popen([str(a) for a in command(c, [*base, "--log-dir", out + "-log0"], out)], env=ENV,
+                                 start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 errors="replace")
+            time.sleep(rng.uniform(0.2, 0.9) * seconds)
+            ranks = rank_pids(out)
+            why = ""
+            killed = p.poll() is None and victim_rank in ranks
+            killed_mid_run += killed
+            if killed:
+                os.kill(ranks[victim_rank], signal.SIGKILL)
+                try:
+                    text, _ = p.communicate(timeout=30)
+                    left = rank_pids(out)
+                    if left:
+                        why = f"ranks {sorted(left)} still run after mpirun ended"
+                    elif p.returncode == 0 or f"rank {victim_rank}" not in text:
+                        why = f"exit {p.returncode}, the output does not name rank {victim_rank}: {text[-400:]}"
+                except subprocess.TimeoutExpired:
+                    why = f"the job still ran 30 s after rank {victim_rank} was killed"
+            else:
+                p.communicate()
+            stop_everything_mentioning(out)
+            r = run(command(c, [*base, "--log-dir", out + "-log1"], out, resume=True))
+            if r.returncode:
+                why += f" --resume exit {r.returncode}: {r.stderr[-300:]}"
+            else:
+                why += differences(ref, out)
+                # The steps the resumed run trained: the uninterrupted run's losses, bit for bit.
+                got = losses(out + "-log1")
+                compared_steps += len(got)
+                bad = [s for s in got if got[s] != want.get(s)]
+                if bad:
+                    why += f" resumed losses differ at steps {bad[:5]}: {got[bad[0]]} vs {want.get(bad[0])}"
+            c.record(name, "rank SIGKILL + resume", not why, why.strip(),
+                     note=f"rank U{{0..3}} at U[0.2, 0.9] x {seconds:.1f} s ({killed_mid_run} killed mid-run); "
+                          f"ended within 30 s, rank named; checkpoints and the {compared_steps} resumed steps' "
+                          "losses bitwise")
+            if not why:
+                for d in (out, out + "-log0", out + "-log1"):
+                    shutil.rmtree(d, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ main

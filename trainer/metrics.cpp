@@ -1,5 +1,6 @@
 #include "trainer/metrics.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -60,12 +61,24 @@ MetricsLog::MetricsLog(const std::string& log_dir, const ModelConfig& config, co
   peak_ = peak_tflops > 0 ? peak_tflops : device.cuda ? gpu_peak_tflops(device.name, precision) : measure_cpu_peak_tflops();
   if (!log_dir.empty()) {
     make_dirs(log_dir);
-    const std::string path = path_join(log_dir, "metrics.jsonl");
-    jsonl_.open(path, std::ios::app);
-    if (!jsonl_) throw_errno("cannot open", path);
+    path_ = path_join(log_dir, "metrics.jsonl");
+    jsonl_.open(path_, std::ios::app);
+    if (!jsonl_) throw_errno("cannot open", path_);
   }
   log_info("MFU against a peak of ", peak_, " TFLOPs per device",
            device.cuda ? cat(" (GPU table, ", precision, ")") : std::string(" (measured OpenBLAS sgemm)"));
+}
+
+// A line that cannot be written (a full disk) ends the run naming the file: the stream would
+// otherwise drop this line and every later one without a word.
+void MetricsLog::write_line(const std::string& line) {
+  errno = 0;
+  jsonl_ << line << "\n";
+  jsonl_.flush();
+  if (!jsonl_) {
+    if (errno == 0) throw Error(Where{path_}, "write failed");
+    throw_errno("write failed", path_);
+  }
 }
 
 void MetricsLog::record(const StepRecord& r, bool print) {
@@ -83,8 +96,7 @@ void MetricsLog::record(const StepRecord& r, bool print) {
                         {"device_mb", double(r.device_bytes) / 1e6}, {"host_mb", double(host) / 1e6},
                         {"loss_scale", r.loss_scale}, {"skipped", r.skipped}};
     if (r.losses.nsp != 0 || r.losses.mlm != r.losses.total) j["mlm_loss"] = r.losses.mlm, j["nsp_loss"] = r.losses.nsp;
-    jsonl_ << j.dump() << "\n";
-    jsonl_.flush();
+    write_line(j.dump());
   }
   if (!print || !print_) return;
   char loss[96];
@@ -113,8 +125,7 @@ void MetricsLog::record_eval(const EvalRecord& r) {
     } else {
       j["eval_perplexity"] = perplexity;
     }
-    jsonl_ << j.dump() << "\n";
-    jsonl_.flush();
+    write_line(j.dump());
   }
   if (!print_) return;
   char what[128];

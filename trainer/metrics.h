@@ -59,7 +59,10 @@ class MetricsLog {
   double peak_tflops() const { return peak_; }
 
  private:
+  void write_line(const std::string& line);
+
   std::ofstream jsonl_;
+  std::string path_;
   double peak_ = 0;
   bool print_ = true;
   ModelKind kind_;

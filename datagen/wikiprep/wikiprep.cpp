@@ -824,7 +824,12 @@ class Wikiprep {
         interrupted = true;  // as a kill would: nothing more is committed
       } catch (...) {
       }
-      if (!interrupted) commit_what_was_written();
+      // Bad input: what came before the damage is whole, so it is committed. A write error (a full
+      // disk, a file-size limit) is not the input's: the open shard is left as a kill leaves it, and
+      // the last checkpoint stays the resume point. Committing it would put a part of a shard under
+      // its finished name, and if the manifest then fit, --resume would go on after that short shard
+      // with the shards cut apart from where the uninterrupted run cuts them.
+      if (!interrupted && !write_error_) commit_what_was_written();
       std::rethrow_exception(error);
     }
     Manifest base = base_;

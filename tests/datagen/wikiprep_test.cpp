@@ -174,6 +174,57 @@ TEST(Wikiprep, AFailedFinalManifestLeavesAResumableOne) {
   EXPECT_EQ(shard_bytes(dir.path()), shard_bytes(ref.path()));
 }
 
+// A full disk part-way: a checkpoint manifest cannot be written while a shard is open. The open
+// shard must not be committed as if done (a tiny filesystem in chaos.sh diskfull found one: the
+// shard holding just the document that opened it, under its finished name, beside a manifest
+// that could not list it; had the manifest fit, --resume would have gone on after that short shard
+// and cut the shards apart from where the uninterrupted run does). Every file under a shard's name
+// holds the uninterrupted run's bytes, and --resume gives its output.
+TEST(Wikiprep, AFullDiskMidRunCommitsNoPartialShard) {
+  TempDir ref, first, dir;
+  WikiprepOptions o = options_for(sample_dump(), ref.path());
+  o.shard_bytes = 1500;  // shards of 1, 2 and 3 documents
+  o.args.assign(1, std::string(8000, 'a'));  // manifests larger than any shard
+  run_wikiprep(o);
+  const std::map<std::string, std::string> want = shard_bytes(ref.path());
+  ASSERT_EQ(want.size(), 3u);
+  ASSERT_EQ(Manifest::read(ref.file(kManifestName)).shards[2].records, 3u);
+  // The checkpoint that lists one shard fits under the limit; the one listing two does not.
+  o.output_dir = first.path();
+  o.stop_after_shards = 1;
+  EXPECT_THROW(run_wikiprep(o), std::exception);
+  const uint64_t one_shard_manifest = file_size(first.file(kManifestName));
+  o.stop_after_shards = 0;
+  o.output_dir = dir.path();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{one_shard_manifest + 20, one_shard_manifest + 20};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      run_wikiprep(o);
+    } catch (const std::exception&) {
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1) << "the second checkpoint should not have fit under the limit";
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    const std::string name = entry.path().filename().string();
+    if (!name.ends_with(".jsonl.zst")) continue;
+    ASSERT_TRUE(want.count(name)) << name << " is not a shard the uninterrupted run writes";
+    EXPECT_TRUE(read_file(entry.path().string()) == want.at(name)) << name << " is partial under a finished name";
+  }
+  o.resume = true;
+  run_wikiprep(o);
+  EXPECT_TRUE(Manifest::read(dir.file(kManifestName)).complete);
+  EXPECT_EQ(shard_bytes(dir.path()), want);
+}
+
 TEST(Wikiprep, RerunReplacesTheOldOutput) {
   TempDir dir;
   WikiprepOptions o = options_for(sample_dump(), dir.path());

@@ -9,7 +9,8 @@ Checks:
   * exported weights load into HF's BertForPreTraining (when transformers is installed);
   * --precision fp16 (emulated on the CPU): loss scale 2^16, losses within 0.5% of fp32's;
   * bad input: shards with more ids than --vocab-size, a corrupt checkpoint, a diverging run
-    (NaN), an unknown --precision, a missing --data: each a clear message and exit 1 or 2.
+    (NaN), an unknown --precision, a missing --data, a full disk under --log-dir: each a clear
+    message and exit 1 or 2.
 """
 import json
 import os
@@ -167,6 +168,11 @@ def main():
         expect_error(bert_args(bert, tmp, "bad", 2, "--model", "huge"), 2, ["huge", "base"])
         expect_error(bert_args(bert, tmp, "bad", 5, "--lr", "1e30", "--warmup", 0, "--max-grad-norm", 0), 1,
                      ["step", "first non-finite tensor"])
+        # A full disk under --log-dir: the run ends naming metrics.jsonl (it dropped every line without a word).
+        full_logs = os.path.join(tmp, "fulldisk", "logs")
+        os.makedirs(full_logs)
+        os.symlink("/dev/full", os.path.join(full_logs, "metrics.jsonl"))
+        expect_error(bert_args(bert, tmp, "fulldisk", 2), 1, ["metrics.jsonl", "No space left on device"])
         last = os.path.join(ckpt, "step-00000020", "model.safetensors")
         with open(last, "r+b") as f:
             f.truncate(os.path.getsize(last) // 2)

@@ -10,7 +10,11 @@
 
 #include <cstring>
 #include <hdf5.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -185,6 +189,48 @@ TEST(BertHdf5, AppearsOnlyOnCommitAndUncommittedIsRemoved) {
     EXPECT_THROW(writer.append(random_record(rng, 16, 2)), Error);
   }
   EXPECT_EQ(count_bert_records(path), 10u);
+}
+
+// A full disk (here a file-size limit) part-way through a shard: the writer throws naming the file,
+// and the process then exits normally. libhdf5 1.10 keeps a file whose H5Fclose failed (its
+// metadata flush hit the full disk) in its id table after freeing it, and its atexit cleanup then
+// closed it again: SIGSEGV after the error message (make-pretraining-shards on a tiny filesystem,
+// chaos.sh diskfull). Each limit runs in a child that exits through exit(), atexit handlers and all.
+TEST(BertHdf5, AFullDiskEndsInAnErrorNotACrashAtExit) {
+  TempDir dir;
+  const std::string whole = dir.file("whole.hdf5");
+  write_random(whole, 300, 64, 10, 16);
+  const uint64_t bytes = file_size(whole);
+  int crashed = 0, limits = 0;
+  std::string how;
+  for (uint64_t limit = 2048; limit < bytes; limit += bytes / 40, ++limits) {
+    const std::string path = dir.file(cat("cut-", limit, ".hdf5"));
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      std::signal(SIGXFSZ, SIG_IGN);
+      const rlimit r{limit, limit};
+      ::setrlimit(RLIMIT_FSIZE, &r);
+      int code = 0;
+      try {
+        write_random(path, 300, 64, 10, 16);
+      } catch (const Error& e) {
+        code = std::string(e.what()).find(path) != std::string::npos ? 1 : 3;
+      }
+      std::exit(code);  // not _exit: HDF5's atexit handler runs, as at the end of a command
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    if (!WIFEXITED(status)) {
+      ++crashed;
+      how = cat("signal ", WTERMSIG(status), " at a limit of ", limit, " bytes");
+    } else {
+      EXPECT_EQ(WEXITSTATUS(status), 1) << "at a limit of " << limit << " bytes of " << bytes
+                                        << " (0: no error, 3: the error does not name the file)";
+    }
+    EXPECT_FALSE(file_exists(path)) << "a partial shard under its finished name at a limit of " << limit;
+  }
+  EXPECT_EQ(crashed, 0) << crashed << " of " << limits << " limits crashed the process, e.g. " << how;
 }
 
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
