@@ -1,6 +1,7 @@
-// Our own decoder of one bz2 block (decode_block in bz2_scan.h), written from the format
-// description (Joe Tsai's "bzip2 format specification"); libbz2 stays beside it as
-// decode_block_reference, which the tests compare it with.
+// Our own decoder of one bz2 block (decode_block in bz2_scan.h), written from the format (as Joe
+// Tsai's "bzip2 format specification" describes it) with libbz2 1.0.8's checks; libbz2 stays
+// beside it as decode_block_reference, which the tests and the bz2_scan fuzz target compare it
+// with.
 //
 // Stages, each a tight loop over flat arrays:
 //  1. header, symbol map, Huffman groups and selectors, read straight from the BitRange (a block
@@ -8,15 +9,15 @@
 //  2. symbols: a 10-bit lookup table per Huffman group (codes up to 20 bits take a slow path that
 //     is libbz2's own canonical walk, so odd but legal tables decode the same), RUNA/RUNB runs
 //     and the inverse MTF, into the BWT's last column `ll`;
-//  3. inverse BWT as two independent chains: forward from origPtr through T (the text from its
-//     start) and backward through LF (the text from its end), each half the block. The chains
-//     are pointer chases bound by memory latency; running two at once overlaps their misses,
-//     which is most of the gain over libbz2's single chain;
+//  3. inverse BWT: T built with the byte packed in, then followed as up to 512 segments, 16 at
+//     a time (follow_chains). Following T is a pointer chase bound by memory latency; libbz2
+//     follows one chain, these overlap 16 chains' misses, which is most of the gain;
 //  4. the initial run-length stage undone (4 equal bytes + a count byte), then the block CRC
 //     (bzip2's MSB-first CRC-32, slicing by 8) compared with the stored one.
-// Every check libbz2 makes is made here too, in the same order where it matters, and the
-// malformed inputs libbz2 would read out of bounds for (none in 1.0.8) cannot make this one do so:
-// all indices come from counts that were checked first. Randomised blocks (bzip2 0.9.0, long
+// Every check libbz2 makes is made here too (selector and group counts, code lengths 1-20,
+// origPtr, symbols past the block size, RUNA/RUNB overflow, a run of four without its count, the
+// CRC), so a block one refuses the other refuses; indices into the arrays come from checked
+// counts, so no input reads or writes out of bounds. Randomised blocks (bzip2 0.9.0, long
 // obsolete) go to the reference decoder.
 #include <sys/mman.h>
 
@@ -186,38 +187,62 @@ struct Group {
   }
 };
 
-// Per-thread work arrays, reused from block to block (9 MB at level 9; allocating them per block
+// The inverse BWT follows T from origPtr, one byte per step, each step a read at a random place
+// in 3.6 MB: bound by memory latency. So the cycle is cut at more starting points (origPtr and
+// evenly spaced positions, each marked in T) into segments, and kSlots segments are followed at
+// once, overlapping their cache misses. A segment ends where its chain reaches another's
+// start, which also gives their order; each slot writes into pages of a pool, and the segments
+// are then copied out in cycle order.
+constexpr int kSlots = 16;
+constexpr uint32_t kPage = 4096;
+constexpr uint32_t kMark = 1u << 31;  // in T: a segment starts here (positions fit 20 bits)
+constexpr uint32_t kChainsFrom = 1u << 13;  // smaller blocks: one chain
+
+struct Segment {
+  uint32_t page = 0, offset = 0;  // where its bytes start in the pool
+  uint32_t length = 0;
+  uint32_t next = 0;  // the segment that follows it in the text
+};
+
+// Per-thread work arrays, reused from block to block (5.5 MB at level 9; allocating them per block
 // cost page faults and zero-filling). They sit on transparent huge pages where the kernel offers
 // them: the inverse BWT reads them at random, and with 4 KiB pages most of those reads also
 // missed the TLB.
 struct Scratch {
-  uint32_t* tt = nullptr;  // capacity entries each: T (forward) and LF (backward)
-  uint32_t* lf = nullptr;
-  uint8_t* ll = nullptr;  // the BWT's last column, then the inverse BWT's output
+  uint32_t* tt = nullptr;  // T, the byte packed into the low 8 bits
+  uint8_t* ll = nullptr;   // the BWT's last column, then the inverse BWT's output
+  uint8_t* pool = nullptr;  // pages the chains write into
   void* memory = nullptr;
   size_t capacity = 0;
   std::vector<uint8_t> joined;  // a block in several parts, joined
   std::array<Group, kMaxGroups> groups;
   std::array<uint8_t, kMaxSelectors> selectors;
+  std::vector<uint32_t> page_next;
+  std::vector<Segment> segments;
+  std::vector<std::pair<uint32_t, uint32_t>> starts;  // (position, segment), sorted
 
   Scratch() = default;
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   ~Scratch() { std::free(memory); }
 
+  static size_t pages_for(size_t n) { return n / kPage + kSlots + 2; }
+
   void reserve(size_t n) {
     if (n <= capacity) return;
     std::free(memory);
     constexpr size_t kHuge = 2u << 20;
-    size_t bytes = (8 * n + n + 64 + kHuge - 1) / kHuge * kHuge;
+    size_t pool_bytes = pages_for(n) * kPage;
+    size_t bytes = (4 * n + (n + 64) + pool_bytes + kHuge - 1) / kHuge * kHuge;
     memory = std::aligned_alloc(kHuge, bytes);
     if (!memory) throw std::bad_alloc();
 #ifdef MADV_HUGEPAGE
     ::madvise(memory, bytes, MADV_HUGEPAGE);
 #endif
     tt = static_cast<uint32_t*>(memory);
-    lf = tt + n;
-    ll = reinterpret_cast<uint8_t*>(lf + n);
+    ll = reinterpret_cast<uint8_t*>(tt + n);
+    pool = ll + n + 64;
+    page_next.resize(pages_for(n));
     capacity = n;
   }
 };
@@ -274,6 +299,110 @@ inline uint8_t mtf_take(uint8_t* mtf, uint32_t nn) {
   std::memmove(mtf + 1, mtf, nn);
   mtf[0] = uc;
   return uc;
+}
+
+// The inverse BWT of T (n entries) from orig_ptr into out[0, n), kSlots chains at a time (see
+// kSlots). False when T is not one cycle through all the starts (a corrupt block).
+bool follow_chains(Scratch& s, uint32_t n, uint32_t orig_ptr, uint8_t* out) {
+  uint32_t* tt = s.tt;
+  const uint32_t wanted = std::min<uint32_t>(512, n / 2048);
+  s.starts.clear();
+  s.starts.push_back({orig_ptr, 0});
+  for (uint32_t k = 1; k < wanted; ++k) {
+    uint32_t p = static_cast<uint32_t>(uint64_t{k} * n / wanted);
+    if (p != orig_ptr) s.starts.push_back({p, static_cast<uint32_t>(s.starts.size())});
+  }
+  const auto count = static_cast<uint32_t>(s.starts.size());
+  s.segments.assign(count, Segment{});
+  for (auto [p, seg] : s.starts) tt[p] |= kMark;
+  std::vector<uint32_t> begin(count);  // segment -> its start position
+  for (auto [p, seg] : s.starts) begin[seg] = p;
+  std::sort(s.starts.begin(), s.starts.end());
+
+  struct Slot {
+    uint32_t pos;
+    uint8_t* w;
+    uint8_t* wend;
+    uint32_t page, seg;
+    uint64_t base, opened;  // bytes of the slot's full pages; its count when the segment began
+  };
+  Slot slot[kSlots];
+  const uint32_t pages = static_cast<uint32_t>(Scratch::pages_for(n));
+  uint32_t next_page = 0, next_seg = 0;
+  bool ok = true;
+  auto new_page = [&](Slot& c) {
+    if (next_page == pages) return false;  // more bytes than the block: not one cycle
+    if (c.w) s.page_next[c.page] = next_page;
+    c.page = next_page++;
+    c.w = s.pool + size_t{c.page} * kPage;
+    c.wend = c.w + kPage;
+    return true;
+  };
+  // Starts segment `seg` in slot c: its first step reads its own (marked) start.
+  auto open = [&](Slot& c, uint32_t seg) {
+    Segment& g = s.segments[seg];
+    g.page = c.page;
+    g.offset = static_cast<uint32_t>(c.w - (s.pool + size_t{c.page} * kPage));
+    c.seg = seg;
+    c.opened = c.base + (c.w - (s.pool + size_t{c.page} * kPage));
+    uint32_t v = tt[begin[seg]] & ~kMark;
+    *c.w++ = static_cast<uint8_t>(v);
+    c.pos = v >> 8;
+    if (c.w == c.wend) {
+      c.base += kPage;
+      ok = ok && new_page(c);
+    }
+  };
+  int active = 0;
+  for (; active < kSlots && next_seg < count; ++active) {
+    slot[active] = Slot{0, nullptr, nullptr, 0, 0, 0, 0};
+    if (!new_page(slot[active])) return false;
+    open(slot[active], next_seg++);
+  }
+  while (active > 0 && ok) {
+    for (int j = 0; j < active;) {
+      Slot& c = slot[j];
+      uint32_t v = tt[c.pos];
+      if (v & kMark) [[unlikely]] {
+        auto it = std::lower_bound(s.starts.begin(), s.starts.end(), std::pair<uint32_t, uint32_t>{c.pos, 0});
+        Segment& g = s.segments[c.seg];
+        g.length = static_cast<uint32_t>(c.base + (c.w - (s.pool + size_t{c.page} * kPage)) - c.opened);
+        g.next = it->second;
+        if (next_seg < count) {
+          open(c, next_seg++);
+          ++j;
+        } else {
+          slot[j] = slot[--active];
+        }
+        continue;
+      }
+      *c.w++ = static_cast<uint8_t>(v);
+      c.pos = v >> 8;
+      if (c.w == c.wend) [[unlikely]] {
+        c.base += kPage;
+        if (!new_page(c)) return false;
+      }
+      ++j;
+    }
+  }
+  if (!ok) return false;
+  // Out in cycle order, from the segment at origPtr.
+  uint64_t at = 0;
+  uint32_t seg = 0;
+  for (uint32_t visited = 0; visited < count; ++visited) {
+    const Segment& g = s.segments[seg];
+    if (g.length > n - at) return false;
+    uint32_t page = g.page, offset = g.offset, left = g.length;
+    while (left > 0) {
+      uint32_t take = std::min(left, kPage - offset);
+      std::memcpy(out + at, s.pool + size_t{page} * kPage + offset, take);
+      at += take, left -= take;
+      page = s.page_next[page], offset = 0;
+    }
+    seg = g.next;
+    if (seg == 0) return visited + 1 == count && at == n;
+  }
+  return false;
 }
 
 }  // namespace
@@ -461,31 +590,27 @@ BlockResult decode_block(std::span<const BitRange> parts, int level) {
   if (in.pos() != in.end()) return fail("the block ends before the next magic");
   if (orig_ptr >= nblock) return fail("origPtr past the block's end");
 
-  // ---- Inverse BWT: T (forward) and LF (backward), the byte packed into the low 8 bits. ----
+  // ---- Inverse BWT: T with the byte packed into the low 8 bits, then its chains. ----
   uint32_t cf[256];
   {
     uint32_t sum = 0;
     for (int b = 0; b < 256; ++b) cf[b] = sum, sum += counts[b];
   }
   uint32_t* tt = s.tt;
-  uint32_t* lf = s.lf;
   for (uint32_t i = 0; i < nblock; ++i) {
     uint32_t b = ll[i];
-    uint32_t j = cf[b]++;
-    tt[j] = i << 8 | b;
-    lf[i] = j << 8 | b;
+    tt[cf[b]++] = i << 8 | b;
   }
-  // Forward: pre[0 .. half); backward: pre[nblock-1] down to pre[half].
-  uint8_t* pre = ll;  // ll is spent: the chains write over it
-  uint32_t half = nblock / 2;
-  uint32_t fpos = orig_ptr, bpos = orig_ptr;
-  for (uint32_t k = 0; k < half; ++k) {
-    uint32_t f = tt[fpos], b = lf[bpos];
-    pre[k] = static_cast<uint8_t>(f);
-    pre[nblock - 1 - k] = static_cast<uint8_t>(b);
-    fpos = f >> 8, bpos = b >> 8;
+  uint8_t* pre = ll;  // ll is spent: the text before the initial RLE goes here
+  if (nblock < kChainsFrom) {
+    for (uint32_t k = 0, pos = orig_ptr; k < nblock; ++k) {
+      uint32_t v = tt[pos];
+      pre[k] = static_cast<uint8_t>(v);
+      pos = v >> 8;
+    }
+  } else if (!follow_chains(s, nblock, orig_ptr, pre)) {
+    return fail("the inverse BWT is not one cycle");
   }
-  if (nblock & 1) pre[half] = static_cast<uint8_t>(lf[bpos]);
 
   // ---- Undo the initial RLE: after 4 equal bytes a count byte (0-255) of further copies. ----
   BlockResult result;
