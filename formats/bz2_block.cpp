@@ -95,7 +95,7 @@ class BitReader {
     }
     return v << (pos_ & 7);
   }
-  // Unchecked peek for a stretch known to lie inside the buffer (fast_until()).
+  // Unchecked peek for a stretch known to lie inside the buffer (fast_for()).
   uint64_t peek_fast() const {
     uint64_t v;
     std::memcpy(&v, data_ + (pos_ >> 3), 8);
