@@ -6,7 +6,8 @@
 //
 // Input is read in pieces (a pipe works the same as a file). A single-stream file is cut at its
 // blocks (found by the bit-aligned block magic), a multistream file additionally at its streams;
-// every block is decoded by libbz2 on its own (see bz2_scan.h). The output equals `bzip2 -dc`.
+// every block is decoded on its own by our decoder (bz2_block.cpp; libbz2 is its reference, see
+// bz2_scan.h). The output equals `bzip2 -dc`.
 // A candidate boundary that is only the magic pattern occurring by chance inside compressed data
 // makes the span before it fail to decode; that span is then merged with the next and retried.
 // Streams are checked against their combined CRC. Input that does not start with "BZh1"…"BZh9"

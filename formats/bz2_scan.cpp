@@ -137,7 +137,7 @@ Magic find_magic(std::span<const uint8_t> bytes, uint64_t from_bit) {
   return first <= last ? check_bits(bytes, first, last) : Magic{};
 }
 
-BlockResult decode_block(std::span<const BitRange> parts, int level) {
+BlockResult decode_block_reference(std::span<const BitRange> parts, int level) {
   BlockResult result;
   uint64_t bits = 0;
   for (const BitRange& r : parts) bits += r.size();

@@ -1,8 +1,6 @@
 // The bz2 pieces the parallel reader is built from: a fast scan for the bit-aligned 48-bit magics
 // (block start 0x314159265359, end of stream 0x177245385090), and the decoding of one block found
-// that way. libbz2 has no call that starts at a block, so a block is shifted to a byte boundary
-// and framed as a one-block stream: "BZh" + level, the block, the end-of-stream magic and a
-// stream CRC that for one block equals the block CRC (the CRC right after the block magic).
+// that way: by our own decoder, with libbz2 beside it as the reference.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -44,8 +42,17 @@ struct BlockResult {
 };
 
 // Decodes one bz2 block whose bits (block magic to just before the next magic) are the
-// concatenation of `parts`, as a block of a stream with block size `level` (1-9). libbz2 checks
-// the block CRC; a block that does not end exactly where `parts` end fails.
+// concatenation of `parts`, as a block of a stream with block size `level` (1-9): our own decoder
+// (bz2_block.cpp), read straight from the parts. It accepts what libbz2 accepts and gives the
+// same bytes; the block CRC is checked, and a block that does not end exactly where `parts` end
+// fails. Every malformed block is an error with a reason, never a read or write out of bounds.
+// Randomised blocks (bzip2 0.9.0) are handed to decode_block_reference.
 BlockResult decode_block(std::span<const BitRange> parts, int level);
+
+// The same by libbz2, the reference the tests hold decode_block to. libbz2 has no call that
+// starts at a block, so the block is shifted to a byte boundary and framed as a one-block stream:
+// "BZh" + level, the block, the end-of-stream magic and a stream CRC that for one block equals
+// the block CRC (the CRC right after the block magic).
+BlockResult decode_block_reference(std::span<const BitRange> parts, int level);
 
 }  // namespace pretrain::bz2

@@ -9,7 +9,8 @@
 //                                         pieces in order (wikiprep); built on bz2_scan.h, which
 //                                         finds bz2 blocks and decodes one on its own
 //
-// They decode with zlib / libzstd / libbz2 and give exactly `gzip -dc` / `zstd -dc` / `bzip2 -dc`.
+// They decode with zlib / libzstd / our bz2 block decoder (libbz2 its reference, bz2_scan.h) and
+// give exactly `gzip -dc` / `zstd -dc` / `bzip2 -dc`.
 // There is one bz2 decoder: the serial bz2 source is Bz2Reader with its stages run on the caller's
 // thread, so both give the same bytes and the same errors for the same file. Streams (members)
 // are read one after another; bytes after the last one that do not start another are trailing

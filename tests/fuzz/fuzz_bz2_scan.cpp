@@ -1,6 +1,8 @@
 // Fuzz target: arbitrary bytes through the bz2 scan, block decoding and stream checks of
 // Bz2Reader (one thread, small reads so that spans cross chunks). pretrain::Error is the expected
-// way to reject input; a crash, hang or any other exception is a bug.
+// way to reject input; a crash, hang or any other exception is a bug. Every span from a block
+// magic to the next magic also goes through our block decoder and libbz2's
+// (decode_block_reference): they must both fail or give the same bytes.
 #include <unistd.h>
 
 #include <csignal>
@@ -19,9 +21,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static bool quiet = (pretrain::set_log_level(pretrain::LogLevel::error), std::signal(SIGPIPE, SIG_IGN), true);
   (void)quiet;
   std::span<const uint8_t> bytes(data, size);
-  for (pretrain::bz2::Magic m = pretrain::bz2::find_magic(bytes, 0); m.kind != pretrain::bz2::MagicKind::none;
-       m = pretrain::bz2::find_magic(bytes, m.bit + 1)) {
+  namespace bz2 = pretrain::bz2;
+  int level = size >= 4 && data[3] >= '1' && data[3] <= '9' ? data[3] - '0' : 9;
+  for (bz2::Magic m = bz2::find_magic(bytes, 0); m.kind != bz2::MagicKind::none;) {
     if (m.bit + 48 > size * 8) std::abort();
+    bz2::Magic next = bz2::find_magic(bytes, m.bit + 1);
+    if (m.kind == bz2::MagicKind::block) {
+      bz2::BitRange r{bytes, m.bit, next.kind == bz2::MagicKind::none ? size * 8 : next.bit};
+      bz2::BlockResult ours = bz2::decode_block({&r, 1}, level);
+      bz2::BlockResult reference = bz2::decode_block_reference({&r, 1}, level);
+      if (ours.ok != reference.ok || ours.decoded != reference.decoded) {
+        std::fprintf(stderr, "block at bit %llu: ours %s, libbz2 %s\n", static_cast<unsigned long long>(m.bit),
+                     ours.ok ? "ok" : ours.error.c_str(), reference.ok ? "ok" : reference.error.c_str());
+        std::abort();
+      }
+      if (!ours.ok && ours.error.empty()) std::abort();
+    }
+    m = next;
   }
 
   int fds[2];
