@@ -76,7 +76,7 @@ uint64_t skip_checkpointed(const TokenStoreWriter::Checkpoint& from, TextDocumen
                            const std::string& store_dir) {
   log_info(cat("--resume: ", store_dir, " holds ", from.documents, " documents (", from.tokens,
                " tokens) from an interrupted run; tokenizing from input document ", from.input_documents));
-  uint64_t input_documents = 0;
+  uint64_t input_documents = reader.skip_files_before(from.input_documents);  // whole files undecoded
   for (RawDocument doc; input_documents < from.input_documents; ++input_documents)
     if (!reader.next(doc)) throw Error(Where{store_dir}, "the inputs hold fewer documents than the checkpoint says");
   return input_documents;
@@ -151,12 +151,20 @@ uint64_t tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, Text
   // A checkpoint falls between batches: a batch no larger than their spacing lets it fall there.
   const size_t max_batch_bytes = size_t(std::clamp<uint64_t>(o.checkpoint_bytes, 1, uint64_t{4} << 20));
 
+  // The next input document; a part first skips the whole files before its next block, undecoded.
+  auto next_input = [&](RawDocument& doc) {
+    if (parts > 1) {
+      const uint64_t block = documents_read / TokenizeOptions::kPartBlock, ahead = (part + parts - block % parts) % parts;
+      if (ahead) documents_read += reader.skip_files_before((block + ahead) * TokenizeOptions::kPartBlock);
+    }
+    return reader.next(doc);
+  };
   auto read_batch = [&](tbb::flow_control& fc) {
     const size_t max_batch_docs = 256;
     auto batch = std::make_shared<Batch>();
     size_t bytes = 0;
     RawDocument doc;
-    while (batch->docs.size() < max_batch_docs && bytes < max_batch_bytes && reader.next(doc)) {
+    while (batch->docs.size() < max_batch_docs && bytes < max_batch_bytes && next_input(doc)) {
       const uint64_t block = documents_read++ / TokenizeOptions::kPartBlock;
       if (parts > 1) {
         if (block % parts != part) continue;
@@ -233,6 +241,8 @@ uint64_t tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, Text
           tbb::make_filter<std::shared_ptr<Batch>, std::shared_ptr<Batch>>(tbb::filter_mode::parallel, tokenize_batch) &
           tbb::make_filter<std::shared_ptr<Batch>, void>(tbb::filter_mode::serial_in_order, store_batch));
   progress.finish();
+  if (reader.files_skipped())
+    log_info(cat(store_dir, ": ", reader.files_skipped(), " input files skipped undecoded (none of their documents wanted)"));
   writer.commit(key);
   if (blocks) blocks->commit();  // after the store: a part is done when both are (part_done)
   return from ? from->input_documents : 0;

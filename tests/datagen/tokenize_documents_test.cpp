@@ -16,6 +16,7 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "datagen/shards/token_store.h"
+#include "formats/doc_shards.h"
 #include "test_util.h"
 
 namespace pretrain {
@@ -145,7 +146,35 @@ std::vector<std::string> store_files(const std::string& dir) {
 }
 
 // mpirun's stage 1 without the collectives: the parts tokenized one after the other, then each
-// writes its own blocks into the one store, the last part first (ranks finish in any order).
+// writes its own blocks into the one store in `out`, the last part first (ranks finish in any
+// order). Returns the input files the parts skipped undecoded.
+uint64_t tokenize_as_parts(const Tokenizer& tok, const TokenizeOptions& whole, const std::string& input, int parts,
+                           const std::string& out) {
+  std::vector<std::vector<TokenStoreCounts>> blocks;
+  uint64_t skipped = 0;
+  nlohmann::json key;
+  for (int p = 0; p < parts; ++p) {
+    TokenizeOptions o = whole;
+    o.part = p, o.parts = parts;
+    TextDocumentReader reader({input});
+    key = token_store_key(whole, tok, reader);
+    const std::string part_dir = cat(out, "-part-", p);
+    tokenize_documents(o, tok, reader, part_dir, key);
+    skipped += reader.files_skipped();
+    blocks.push_back(part_block_counts(TokenStore(part_dir), part_dir));
+  }
+  const TokenStoreCounts total = part_block_offsets(blocks, 0).back();
+  TokenStorePieces::create(out, total);
+  for (int p = parts - 1; p >= 0; --p) {
+    const TokenStore part(cat(out, "-part-", p));
+    TokenStorePieces pieces(out);
+    write_part_blocks(part, blocks[size_t(p)], part_block_offsets(blocks, size_t(p)), pieces);
+    pieces.finish();
+  }
+  TokenStoreWriter(out, total).commit(key);
+  return skipped;
+}
+
 // Before, rank 0 alone copied every part's documents, sentence by sentence.
 TEST_F(TokenizeDocuments, PartsWriteTheirBlocksInPlaceIntoTheOneProcessStore) {
   write_file_atomic(dir.file("big.txt"), blocks_corpus());
@@ -153,32 +182,38 @@ TEST_F(TokenizeDocuments, PartsWriteTheirBlocksInPlaceIntoTheOneProcessStore) {
   tokenize(whole, dir.file("big.txt"), dir.file("whole"));
   for (int parts : {2, 3, 5}) {
     const std::string out = dir.file(cat("store-", parts));
-    std::vector<std::vector<TokenStoreCounts>> blocks;
-    for (int p = 0; p < parts; ++p) {
-      TokenizeOptions o = whole;
-      o.part = p, o.parts = parts;
-      tokenize(o, dir.file("big.txt"), dir.file(cat("part-", p)));
-      blocks.push_back(part_block_counts(TokenStore(dir.file(cat("part-", p))), dir.file(cat("part-", p))));
-    }
-    const TokenStoreCounts total = part_block_offsets(blocks, 0).back();
-    TokenStorePieces::create(out, total);
-    for (int p = parts - 1; p >= 0; --p) {
-      const TokenStore part(dir.file(cat("part-", p)));
-      TokenStorePieces pieces(out);
-      write_part_blocks(part, blocks[size_t(p)], part_block_offsets(blocks, size_t(p)), pieces);
-      pieces.finish();
-    }
-    TextDocumentReader reader({dir.file("big.txt")});
-    TokenStoreWriter(out, total).commit(token_store_key(whole, *tok, reader));
+    EXPECT_EQ(tokenize_as_parts(*tok, whole, dir.file("big.txt"), parts, out), 0u) << "one text file: nothing to skip";
     EXPECT_EQ(store_files(out), store_files(dir.file("whole"))) << parts << " parts";
   }
   // A part whose blocks.bin disagrees with its store is refused, naming the file.
-  write_file_atomic(dir.file("part-0/blocks.bin"), std::string(8, '\x7f'));
+  const std::string part = dir.file("store-3-part-0");
+  write_file_atomic(path_join(part, "blocks.bin"), std::string(8, '\x7f'));
   try {
-    part_block_counts(TokenStore(dir.file("part-0")), dir.file("part-0"));
+    part_block_counts(TokenStore(part), part);
     ADD_FAILURE() << "no error for a damaged blocks.bin";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("blocks.bin"), std::string::npos) << e.what();
+  }
+}
+
+// Document shards whose manifest counts them: a part skips, undecoded, the files none of whose
+// documents are in its blocks, and the store is still the one-process store. Before, every rank
+// decoded every file.
+TEST_F(TokenizeDocuments, PartsSkipWholeDocumentFilesWithNoneOfTheirBlocks) {
+  {
+    DocShardWriter w(dir.file("docs"), {.shard_bytes = 300});  // ~4 documents a file
+    for (int d = 0; d < 600; ++d)
+      w.add({.id = std::to_string(d), .text = d % 7 == 3 ? "" : "The ship " + std::to_string(d) + " sails. Sea stone."});
+    w.finish();
+  }
+  const TokenizeOptions whole{.model = ModelKind::bert};
+  tokenize(whole, dir.file("docs"), dir.file("whole"));
+  for (int parts : {2, 3}) {
+    const std::string out = dir.file(cat("store-", parts));
+    const uint64_t skipped = tokenize_as_parts(*tok, whole, dir.file("docs"), parts, out);
+    EXPECT_EQ(store_files(out), store_files(dir.file("whole"))) << parts << " parts";
+    // Of ~150 files each part needs those touching its 1/parts of the 16-document blocks.
+    EXPECT_GT(skipped, 100u * uint64_t(parts - 1)) << parts << " parts";
   }
 }
 

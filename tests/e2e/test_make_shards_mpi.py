@@ -2,7 +2,8 @@
 on the English Wikipedia excerpt (205 documents, so that 3 ranks each tokenize blocks of it):
 
 - N = 1 (no mpirun), 2 and 3 ranks give the same files, byte for byte, and the same manifests but
-  for the fields that record time and arguments: BERT (with a valid split, --pack, --bin-size),
+  for the fields that record time and arguments: BERT (with a valid split, --pack, --bin-size, and
+  from document shards small enough that ranks skip whole files),
   BERT --rng python (rank 0 alone), GPT Megatron (with a valid split) and llm.c; and (--keep-work)
   the same token store, which the ranks write together, no part left behind.
 - A rank that fails (PRETRAIN_FAULT=RANK:STAGE) ends the job: a non-zero exit naming the rank and
@@ -120,6 +121,11 @@ def main():
     with cu.tempdir() as tmp:
         plain = same_at_every_n(tmp, "bert", [*bert, "--num-shards", 5, "--valid-fraction", 0.1])
         same_at_every_n(tmp, "bert-pack", [*bert, "--num-shards", 3, "--pack"])
+        # Document shards of a few documents each: a rank skips, undecoded, the files with none of its blocks.
+        docs = os.path.join(tmp, "docs")
+        subprocess.run([cu.tool("shard-tool"), "--quiet", "import-docs", text, "-o", docs, "--shard-bytes", "20000"],
+                       check=True, capture_output=True)
+        same_at_every_n(tmp, "bert-docs", ["-i", docs, *bert[2:], "--num-shards", 2])
         same_at_every_n(tmp, "bert-bins", [*bert, "--num-shards", 2, "--bin-size", 32])
         same_at_every_n(tmp, "bert-python", ["-i", text, "--tokenizer", vocab, "--dupe-factor", 1, "--rng", "python",
                                              "--num-shards", 2], keep_work=True)
