@@ -334,6 +334,28 @@ void write_part_blocks(const TokenStore& part, const std::vector<TokenStoreCount
   }
 }
 
+namespace {
+
+// The parts' blocks into the one store, each rank writing its own (TokenStorePieces), once every
+// rank knows every block's counts; rank 0 commits it.
+void write_store_together(const std::string& part_dir, const std::string& store_dir, const nlohmann::json& key,
+                          const Communicator& ranks) {
+  const TokenStore store(part_dir);
+  const std::vector<TokenStoreCounts> mine = part_block_counts(store, part_dir);
+  std::vector<std::vector<TokenStoreCounts>> all;
+  for (const std::string& bytes : ranks.all_gather_strings(to_bytes(mine))) all.push_back(from_bytes(bytes));
+  const std::vector<TokenStoreCounts> offsets = part_block_offsets(all, size_t(ranks.rank()));
+  if (ranks.rank() == 0) TokenStorePieces::create(store_dir, offsets.back());
+  ranks.barrier();
+  TokenStorePieces out(store_dir);
+  write_part_blocks(store, mine, offsets, out);
+  out.finish();
+  ranks.barrier();  // every rank's blocks are on disk
+  if (ranks.rank() == 0) TokenStoreWriter(store_dir, offsets.back()).commit(key);
+}
+
+}  // namespace
+
 void tokenize_in_parts(const TokenizeOptions& o, const Tokenizer& tok, TextDocumentReader& reader,
                        const std::string& store_dir, const nlohmann::json& key, const Communicator& ranks) {
   const int rank = ranks.rank();
@@ -355,20 +377,7 @@ void tokenize_in_parts(const TokenizeOptions& o, const Tokenizer& tok, TextDocum
     for (size_t r = 0; r < all_resumed.size(); ++r) line += cat(r ? "," : "", " rank ", r, " ", all_resumed[r]);
     log_info(line);
   }
-  {
-    const TokenStore store(part_dir);
-    const std::vector<TokenStoreCounts> mine = part_block_counts(store, part_dir);
-    std::vector<std::vector<TokenStoreCounts>> all;
-    for (const std::string& bytes : ranks.all_gather_strings(to_bytes(mine))) all.push_back(from_bytes(bytes));
-    const std::vector<TokenStoreCounts> offsets = part_block_offsets(all, size_t(rank));
-    if (rank == 0) TokenStorePieces::create(store_dir, offsets.back());
-    ranks.barrier();
-    TokenStorePieces out(store_dir);
-    write_part_blocks(store, mine, offsets, out);
-    out.finish();
-    ranks.barrier();  // every rank's blocks are on disk
-    if (rank == 0) TokenStoreWriter(store_dir, offsets.back()).commit(key);
-  }
+  write_store_together(part_dir, store_dir, key, ranks);
   ranks.barrier();  // the store is committed: the parts are of no more use
   std::filesystem::remove_all(part_dir);
 }
