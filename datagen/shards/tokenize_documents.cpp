@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -273,19 +274,22 @@ std::vector<TokenStoreCounts> from_bytes(const std::string& bytes) {
 void forget_other_parts(const std::string& store_dir, int parts, bool resume) {
   namespace fs = std::filesystem;
   const std::string prefix = base_name(store_dir) + "-part-", ours = cat("-of-", parts);
+  std::set<std::string> counts;  // of the ranks that left parts
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir_name(store_dir), ec)) {
     const std::string name = entry.path().filename().string();
     if (!name.starts_with(prefix) || (parts > 1 && name.ends_with(ours))) continue;
-    if (resume)
-      log_info(cat("--resume: ", entry.path().string(), " is an interrupted tokenizing's under ",
-                   name.substr(name.rfind("-of-") + 4), " ranks; under ", parts, parts > 1 ? " ranks" : " process",
-                   " tokenizing starts over"));
+    counts.insert(name.substr(name.rfind("-of-") + 4));
     fs::remove_all(entry.path(), ec);
   }
+  const std::string here = parts > 1 ? cat("under ", parts, " ranks") : "in one process";
+  for (const std::string& n : counts)
+    if (resume)
+      log_info(cat("--resume: ", store_dir, "-part-*-of-", n, " is an interrupted tokenizing under ", n, " ranks; ",
+                   here, " tokenizing starts over"));
   if (resume && parts > 1 && file_exists(path_join(store_dir, "progress.json")))
-    log_info(cat("--resume: ", store_dir, " holds an interrupted one-process tokenizing; under ", parts,
-                 " ranks tokenizing starts over"));
+    log_info(cat("--resume: ", store_dir, " is an interrupted tokenizing in one process; ", here,
+                 " tokenizing starts over"));
 }
 
 std::vector<TokenStoreCounts> part_block_counts(const TokenStore& part, const std::string& part_dir) {
