@@ -3,9 +3,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <thread>
 
 #include "common/error.h"
 
@@ -125,8 +127,29 @@ void Communicator::broadcast(void* data, size_t bytes, int root) const {
   });
 }
 
+namespace {
+// Waits for a non-blocking collective, sleeping between polls (50 µs, doubling to 1 ms). A rank
+// that reaches a collective long before the others (make-pretraining-shards' ranks wait for the
+// slowest to finish tokenizing, or for the one writing the last shards) would spin inside a
+// blocking MPI call, and where ranks share cores the spinning takes the CPU the working ranks need:
+// a quarter of an mpirun -np 2 job's CPU seconds on 2 cores. The cost: the collective ends up to
+// ~1 ms later. For the small collectives that coordinate; bulk data (all_reduce_sum, the ZeRO pair,
+// broadcast) keeps MPI's blocking calls, which make progress while they wait.
+void wait_sleeping(MPI_Request& request, const char* what) {
+  for (auto pause = std::chrono::microseconds(50);; pause = std::min(2 * pause, std::chrono::microseconds(1000))) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+    if (done) return;
+    std::this_thread::sleep_for(pause);
+  }
+}
+}  // namespace
+
 void Communicator::barrier() const {
-  if (distributed()) check(MPI_Barrier(comm_of(comm_)), "barrier");
+  if (!distributed()) return;
+  MPI_Request request;
+  check(MPI_Ibarrier(comm_of(comm_), &request), "barrier");
+  wait_sleeping(request, "barrier");
 }
 
 void Communicator::abort(int code) const {
@@ -142,7 +165,9 @@ void Communicator::all_gather(const void* in, void* out, size_t bytes) const {
     return;
   }
   if (bytes > size_t(std::numeric_limits<int>::max())) throw Error("all-gather: more than 2 GB per rank");
-  check(MPI_Allgather(in, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE, comm_of(comm_)), "all-gather");
+  MPI_Request request;
+  check(MPI_Iallgather(in, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE, comm_of(comm_), &request), "all-gather");
+  wait_sleeping(request, "all-gather");
 }
 
 std::vector<std::string> Communicator::all_gather_strings(const std::string& mine) const {
@@ -155,9 +180,11 @@ std::vector<std::string> Communicator::all_gather_strings(const std::string& min
   int at = 0;
   for (int64_t s : sizes) counts.push_back(int(s)), displs.push_back(at), at += int(s);
   std::string all(size_t(at), '\0');
-  check(MPI_Allgatherv(mine.data(), int(n), MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
-                       comm_of(comm_)),
+  MPI_Request request;
+  check(MPI_Iallgatherv(mine.data(), int(n), MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
+                        comm_of(comm_), &request),
         "all-gather");
+  wait_sleeping(request, "all-gather");
   std::vector<std::string> out;
   for (size_t r = 0; r < sizes.size(); ++r) out.push_back(all.substr(size_t(displs[r]), size_t(counts[r])));
   return out;

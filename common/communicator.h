@@ -42,6 +42,8 @@ class Communicator {
   void all_reduce_sum(double* data, int64_t n) const;
   void all_reduce_sum(int64_t* data, int64_t n) const;
   void broadcast(void* data, size_t bytes, int root) const;
+  // barrier, all_gather and all_gather_strings wait without spinning (they sleep between polls, so
+  // a rank that waits long leaves its core to the working ones, and the call may end ~1 ms late).
   void barrier() const;
   // Ends every rank of the job with `code` (MPI_Abort): what a rank that fails alone must do, or the
   // others wait in their next collective forever (and MPI_Finalize waits for them).

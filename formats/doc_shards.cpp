@@ -333,6 +333,34 @@ void DocReader::finish_file() {
                                          input_->records));
 }
 
+// The current file, once it has given the documents its manifest counts: read to its end (only
+// blank lines may remain) and closed, so that the files after it can be skipped. False when the
+// current file is not such a file.
+bool DocReader::finish_counted_file() {
+  Input& in = *input_;
+  if (in.expected_records < 0 || in.records != static_cast<uint64_t>(in.expected_records)) return false;
+  for (std::string_view line; in.lines->next(line);)
+    if (!is_blank(line))
+      throw Error(Where::at_line(in.path, in.lines->line_number()),
+                  cat("expected ", in.expected_records, " documents (manifest), found more"));
+  done_bytes_ += in.lines->file_bytes_read();
+  input_.reset();
+  return true;
+}
+
+uint64_t DocReader::skip_files_before(uint64_t needed) {
+  if (input_ && !finish_counted_file()) return 0;
+  uint64_t skipped = 0;
+  while (next_file_ < files_.size() && expected_records_[next_file_] > 0 &&
+         documents_read_ + static_cast<uint64_t>(expected_records_[next_file_]) <= needed) {
+    const auto n = static_cast<uint64_t>(expected_records_[next_file_]);
+    documents_read_ += n, skipped += n;
+    done_bytes_ += file_size(files_[next_file_++]);
+    ++files_skipped_;
+  }
+  return skipped;
+}
+
 uint64_t DocReader::bytes_read() const {
   return done_bytes_ + (input_ ? input_->lines->file_bytes_read() : 0);
 }

@@ -115,7 +115,14 @@ class DocReader {
   // line (malformed record) or compressed byte offset (truncated or corrupt stream).
   bool next(Document& doc);
 
-  uint64_t documents_read() const { return documents_read_; }
+  uint64_t documents_read() const { return documents_read_; }  // skipped ones included
+  // Skips the files not yet begun whose documents, by their manifest counts, all come before
+  // document `needed` (in documents_read()'s count), without decoding them: an mpirun rank that
+  // tokenizes only some documents passes over files it has none of. A file whose count is unknown
+  // or 0 stops the skipping (reading it checks the count; a wrong count of a skipped file fails
+  // on the rank that reads it). Returns the documents skipped.
+  uint64_t skip_files_before(uint64_t needed);
+  uint64_t files_skipped() const { return files_skipped_; }
   // Bytes read from the input files so far (compressed bytes for compressed files; a little ahead
   // of the documents returned): progress against the files' sizes.
   uint64_t bytes_read() const;
@@ -130,13 +137,14 @@ class DocReader {
   struct Input;
   bool open_next_file();
   void finish_file();
+  bool finish_counted_file();
 
   DocReaderOptions options_;
   std::vector<std::string> files_;
   std::vector<int64_t> expected_records_;  // per file, from a manifest; -1: unknown
   size_t next_file_ = 0;
   std::unique_ptr<Input> input_;
-  uint64_t documents_read_ = 0, invalid_utf8_replaced_ = 0;
+  uint64_t documents_read_ = 0, invalid_utf8_replaced_ = 0, files_skipped_ = 0;
   uint64_t done_bytes_ = 0;  // of the files finished
 };
 

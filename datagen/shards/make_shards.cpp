@@ -134,31 +134,6 @@ bool rank0_says(bool answer) {
   return b != 0;
 }
 
-// Stage 1 under mpirun: each rank tokenizes its part of the inputs into a store of its own
-// (.work/store-part-R-of-N), then rank 0 assembles them into the one-process store. An interrupted
-// tokenizing starts over (the parts keep no checkpoints); a finished store is kept at any N.
-void tokenize_in_parts(const TokenizeOptions& tokenize, const Tokenizer& tok, TextDocumentReader& reader,
-                       const std::string& store_dir, const nlohmann::json& key) {
-  const Communicator& world = Communicator::world();
-  std::vector<std::string> part_dirs;
-  for (int r = 0; r < world.size(); ++r)
-    part_dirs.push_back(cat(store_dir, "-part-", r, "-of-", world.size()));
-  TokenizeOptions part = tokenize;
-  part.part = world.rank();
-  part.parts = world.size();
-  part.resume = false;
-  part.checkpoint_bytes = UINT64_MAX;
-  nlohmann::json part_key = key;
-  part_key["part"] = {world.rank(), world.size()};
-  tokenize_documents(part, tok, reader, part_dirs[size_t(world.rank())], part_key);
-  world.barrier();
-  if (world.rank() == 0) {
-    assemble_token_store(part_dirs, store_dir, key);
-    for (const std::string& d : part_dirs) std::filesystem::remove_all(d);
-  }
-  world.barrier();
-}
-
 }  // namespace
 
 MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
@@ -186,10 +161,12 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
   } else {
     const StageClock clock;
     fault_point("tokenize");
-    if (world.distributed())
-      tokenize_in_parts(tokenize, *tok, reader, store_dir, skey);
-    else
+    if (world.distributed()) {
+      tokenize_in_parts(tokenize, *tok, reader, store_dir, skey, world);
+    } else {
+      forget_other_parts(store_dir, 1, o.resume);
       tokenize_documents(tokenize, *tok, reader, store_dir, skey);
+    }
     clock.add_to(stats.tokenize_seconds, stats.tokenize_cpu_seconds);
   }
   TokenStore store(store_dir, o.store_resident_budget);

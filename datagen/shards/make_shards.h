@@ -4,7 +4,8 @@
 //   1. tokenize_documents.h: documents (text format or document shards; see text_documents.h) →
 //      sentences (ICU, for bert) → token ids, in parallel, in order → a token store on disk
 //      (token_store.h), checkpointed every --checkpoint-bytes of input; --resume skips the
-//      documents checkpointed.
+//      documents checkpointed. Under mpirun each rank tokenizes its part, checkpointed the same
+//      way, and writes its blocks into the one store itself (tokenize_in_parts).
 //   2. document_split.h: the store's documents into train and valid (gpt: in a seeded order).
 //   3. per split, instances or token streams → shards, through shard_series.h (numbered shards
 //      committed one by one, the manifest rewritten after each (complete=false), so --resume

@@ -67,14 +67,14 @@ bool TextDocumentReader::next_text(RawDocument& doc) {
 
 bool TextDocumentReader::next(RawDocument& doc) {
   for (;;) {
-    if (text_ && next_text(doc)) return true;
+    if (text_ && next_text(doc)) return ++documents_, true;
     if (docs_) {
       Document d;
       if (docs_->next(d)) {
         doc = RawDocument{};
         doc.text = std::move(d.text);
         doc.source = cat(docs_->current_file(), ":", docs_->current_line());
-        return true;
+        return ++documents_, true;
       }
     }
     // The current unit is done: move to the next one.
@@ -82,6 +82,7 @@ bool TextDocumentReader::next(RawDocument& doc) {
     text_.reset();
     if (docs_) {
       for (const auto& f : docs_->files()) done_bytes_ += file_size(f);
+      files_skipped_ += docs_->files_skipped();
       docs_.reset();
     }
     if (next_unit_ == units_.size() || !units_[next_unit_].text_format) {
@@ -89,7 +90,7 @@ bool TextDocumentReader::next(RawDocument& doc) {
       if (pending_open_) {
         pending_open_ = false;
         doc = std::move(pending_);
-        return true;
+        return ++documents_, true;
       }
     }
     if (next_unit_ == units_.size()) return false;
@@ -99,6 +100,21 @@ bool TextDocumentReader::next(RawDocument& doc) {
     else
       docs_ = std::make_unique<DocReader>(u.path);
   }
+}
+
+uint64_t TextDocumentReader::files_skipped() const {
+  return files_skipped_ + (docs_ ? docs_->files_skipped() : 0);
+}
+
+uint64_t TextDocumentReader::skip_files_before(uint64_t needed) {
+  // Between units (at the start): the next unit, when of documents, begins here, so that its
+  // first files too can be skipped.
+  if (!text_ && !docs_ && !pending_open_ && next_unit_ < units_.size() && !units_[next_unit_].text_format)
+    docs_ = std::make_unique<DocReader>(units_[next_unit_++].path);
+  if (!docs_ || needed <= documents_) return 0;
+  const uint64_t skipped = docs_->skip_files_before(docs_->documents_read() + (needed - documents_));
+  documents_ += skipped;
+  return skipped;
 }
 
 }  // namespace pretrain

@@ -29,6 +29,12 @@ class TextDocumentReader {
   // The next document, possibly without sentences (the caller drops those, as the Python code
   // does). False at the end of the last input. Throws Error naming the file and line or offset.
   bool next(RawDocument& doc);
+  // Skips whole document files (a document-shard directory's, whose manifest counts them) whose
+  // documents all come before input document `needed` (counting every document next() returned
+  // or this skipped), without decoding them: DocReader::skip_files_before. Returns the documents
+  // skipped; next() goes on after them.
+  uint64_t skip_files_before(uint64_t needed);
+  uint64_t files_skipped() const;
   uint64_t bytes_read() const;    // input bytes consumed so far (for progress)
   uint64_t total_bytes() const;   // sum of the input files' sizes
 
@@ -50,6 +56,8 @@ class TextDocumentReader {
   RawDocument pending_;  // the text-format document being collected
   bool pending_open_ = false;
   uint64_t done_bytes_ = 0, total_bytes_ = 0;
+  uint64_t documents_ = 0;      // returned by next() or skipped
+  uint64_t files_skipped_ = 0;  // by the units done
 };
 
 }  // namespace pretrain

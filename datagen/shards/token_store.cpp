@@ -14,11 +14,11 @@ namespace {
 std::string progress_path(const std::string& dir) { return path_join(dir, "progress.json"); }
 }  // namespace
 
-TokenStoreWriter::TokenStoreWriter(const std::string& dir) : TokenStoreWriter(dir, Checkpoint{}) {
+TokenStoreWriter::TokenStoreWriter(const std::string& dir) : TokenStoreWriter(dir, TokenStoreCounts{}) {
   std::remove(progress_path(dir).c_str());  // a checkpoint of another run must not describe these files
 }
 
-TokenStoreWriter::TokenStoreWriter(const std::string& dir, const Checkpoint& from)
+TokenStoreWriter::TokenStoreWriter(const std::string& dir, const TokenStoreCounts& from)
     : dir_(dir),
       tokens_file_(AtomicFile::resumable(path_join(dir, "tokens.bin"), from.tokens * sizeof(TokenId32))),
       sentences_file_(AtomicFile::resumable(path_join(dir, "sentences.bin"), from.sentences * 8)),
@@ -33,8 +33,12 @@ std::optional<TokenStoreWriter::Checkpoint> TokenStoreWriter::resume_point(const
   try {
     nlohmann::json p = nlohmann::json::parse(read_file(progress_path(dir)));
     if (p.at("key") != key) return std::nullopt;
-    Checkpoint c{p.at("documents").get<uint64_t>(), p.at("sentences").get<uint64_t>(), p.at("tokens").get<uint64_t>(),
-                 p.at("input_documents").get<uint64_t>()};
+    Checkpoint c;
+    c.documents = p.at("documents").get<uint64_t>();
+    c.sentences = p.at("sentences").get<uint64_t>();
+    c.tokens = p.at("tokens").get<uint64_t>();
+    c.input_documents = p.at("input_documents").get<uint64_t>();
+    c.extra = p.value("extra", nlohmann::json());
     auto holds = [&](const char* name, uint64_t bytes) {
       const std::string path = path_join(dir, std::string(name) + ".partial");
       return file_exists(path) && file_size(path) >= bytes;
@@ -48,12 +52,13 @@ std::optional<TokenStoreWriter::Checkpoint> TokenStoreWriter::resume_point(const
   }
 }
 
-void TokenStoreWriter::checkpoint(uint64_t input_documents, const nlohmann::json& key) {
+void TokenStoreWriter::checkpoint(uint64_t input_documents, const nlohmann::json& key, const nlohmann::json& extra) {
   tokens_file_.flush();
   sentences_file_.flush();
   documents_file_.flush();
   nlohmann::json p = {{"key", key},         {"documents", documents_}, {"sentences", sentences_},
                       {"tokens", tokens_},  {"input_documents", input_documents}};
+  if (!extra.is_null()) p["extra"] = extra;
   write_file_atomic(progress_path(dir_), p.dump() + "\n");
 }
 
@@ -155,6 +160,69 @@ void pread_all(int fd, void* out, size_t bytes, uint64_t offset, const std::stri
 }
 }  // namespace
 
+namespace {
+void pwrite_all(int fd, const void* data, size_t bytes, uint64_t offset, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes) {
+    ssize_t put = ::pwrite(fd, p, bytes, static_cast<off_t>(offset));
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) throw_errno("cannot write", path);
+    p += put, bytes -= static_cast<size_t>(put), offset += static_cast<uint64_t>(put);
+  }
+}
+
+constexpr const char* kPieceFiles[3] = {"tokens.bin.partial", "sentences.bin.partial", "documents.bin.partial"};
+}  // namespace
+
+void TokenStorePieces::create(const std::string& dir, const TokenStoreCounts& total) {
+  make_dirs(dir);
+  std::remove(progress_path(dir).c_str());  // a one-process checkpoint must not describe these files
+  const uint64_t bytes[3] = {total.tokens * sizeof(TokenId32), total.sentences * 8, total.documents * 8};
+  for (int k = 0; k < 3; ++k) {
+    const std::string path = path_join(dir, kPieceFiles[k]);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw_errno("cannot create", path);
+    const bool sized = ::ftruncate(fd, static_cast<off_t>(bytes[k])) == 0;
+    ::close(fd);
+    if (!sized) throw_errno("cannot size", path);
+  }
+}
+
+TokenStorePieces::TokenStorePieces(const std::string& dir) : dir_(dir) {
+  for (int k = 0; k < 3; ++k) {
+    const std::string path = path_join(dir, kPieceFiles[k]);
+    fds_[k] = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fds_[k] < 0) throw_errno("cannot open", path);  // the destructor closes those opened
+  }
+}
+
+TokenStorePieces::~TokenStorePieces() {
+  for (int fd : fds_)
+    if (fd >= 0) ::close(fd);
+}
+
+void TokenStorePieces::write(const TokenStore& from, size_t first, size_t documents, const TokenStoreCounts& at) {
+  if (documents == 0) return;
+  const TokenStoreCounts begin = from.counts_before(first), end = from.counts_before(first + documents);
+  // Tokens as they are; sentence and document ends shifted from `from`'s offsets to the whole store's.
+  tokens_.resize(end.tokens - begin.tokens);
+  from.read_tokens(begin.tokens, end.tokens, tokens_.data());
+  pwrite_all(fds_[0], tokens_.data(), tokens_.size() * sizeof(TokenId32), at.tokens * sizeof(TokenId32),
+             path_join(dir_, kPieceFiles[0]));
+  ends_.resize(end.sentences - begin.sentences + 1);
+  from.read_sentence_bounds(begin.sentences, ends_.size() - 1, ends_.data());
+  for (uint64_t& e : ends_) e = e - begin.tokens + at.tokens;
+  pwrite_all(fds_[1], ends_.data() + 1, (ends_.size() - 1) * 8, at.sentences * 8, path_join(dir_, kPieceFiles[1]));
+  ends_.resize(documents);
+  for (size_t k = 0; k < documents; ++k) ends_[k] = from.counts_before(first + k + 1).sentences - begin.sentences + at.sentences;
+  pwrite_all(fds_[2], ends_.data(), documents * 8, at.documents * 8, path_join(dir_, kPieceFiles[2]));
+}
+
+void TokenStorePieces::finish() {
+  for (int k = 0; k < 3; ++k)
+    if (::fsync(fds_[k]) != 0) throw_errno("fsync failed", path_join(dir_, kPieceFiles[k]));
+}
+
 void TokenStore::read_sentence_bounds(uint64_t s0, size_t n, uint64_t* ends) const {
   if (s0 + n > sentence_ends_.size()) throw Error(Where{sentences_file_.path()}, "sentence index past the store");
   if (s0 == 0) {
@@ -234,6 +302,12 @@ void TokenStore::touch(uint64_t begin, uint64_t end, uint64_t s) const {
   if (end > begin) added += token_regions_.mark(begin * sizeof(TokenId32), end * sizeof(TokenId32));
   if (added == 0 || touched_.fetch_add(added, std::memory_order_relaxed) + added < resident_budget_) return;
   if (touched_.exchange(0, std::memory_order_relaxed) >= resident_budget_) release_pages();  // one thread releases
+}
+
+TokenStoreCounts TokenStore::counts_before(size_t d) const {
+  if (d > num_documents()) throw Error(cat("internal: document ", d, " of a ", num_documents(), "-document store"));
+  const uint64_t s = document_begin(d);
+  return {d, s, sentence_begin(s)};
 }
 
 std::span<const TokenId32> TokenStore::sentence(size_t d, size_t i) const {

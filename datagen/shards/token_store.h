@@ -9,6 +9,9 @@
 //   <dir>/progress.json  while the store is being written: the counts at the last checkpoint and
 //                        how many input documents they cover, so an interrupted run continues
 //                        from there (the .partial files are cut back to the checkpoint)
+//
+// Under mpirun the ranks write one store together (TokenStorePieces): each its own runs of
+// documents, straight into the .partial files at offsets every rank knows.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -25,17 +28,32 @@
 
 namespace pretrain {
 
+// What a store, or a run of its documents, holds (or, as an offset: the counts before it).
+struct TokenStoreCounts {
+  uint64_t documents = 0, sentences = 0, tokens = 0;
+  TokenStoreCounts& operator+=(const TokenStoreCounts& o) {
+    documents += o.documents, sentences += o.sentences, tokens += o.tokens;
+    return *this;
+  }
+  friend TokenStoreCounts operator-(TokenStoreCounts a, const TokenStoreCounts& b) {
+    return {a.documents - b.documents, a.sentences - b.sentences, a.tokens - b.tokens};
+  }
+  friend bool operator==(const TokenStoreCounts&, const TokenStoreCounts&) = default;
+};
+
 class TokenStoreWriter {
  public:
-  // What a checkpoint records: the store's counts, and how many input documents (empty ones
-  // included) they hold.
-  struct Checkpoint {
-    uint64_t documents = 0, sentences = 0, tokens = 0, input_documents = 0;
+  // What a checkpoint records: the store's counts, how many input documents (empty ones
+  // included) they hold, and whatever else the caller needs to go on from there (`extra`).
+  struct Checkpoint : TokenStoreCounts {
+    uint64_t input_documents = 0;
+    nlohmann::json extra;
   };
   // A new store (any earlier partial files are emptied).
   explicit TokenStoreWriter(const std::string& dir);
-  // Continues the partial store at `from` (from resume_point()).
-  TokenStoreWriter(const std::string& dir, const Checkpoint& from);
+  // Continues the partial store whose files hold `from` (a resume_point(), or the whole store that
+  // TokenStorePieces wrote, which commit() then puts in place).
+  TokenStoreWriter(const std::string& dir, const TokenStoreCounts& from);
   // The last checkpoint of a partial store made with `key`, when its files still hold it.
   static std::optional<Checkpoint> resume_point(const std::string& dir, const nlohmann::json& key);
   // A document without sentences is skipped (the Python script drops empty documents too).
@@ -44,14 +62,16 @@ class TokenStoreWriter {
   // ends[k] − base (ends rise; no empty sentence).
   void add_document(std::span<const TokenId32> tokens, std::span<const uint64_t> ends, uint64_t base);
   // Makes everything added so far, which covers the first `input_documents` input documents,
-  // survive a kill: flushes the files, then rewrites progress.json.
-  void checkpoint(uint64_t input_documents, const nlohmann::json& key);
+  // survive a kill: flushes the files, then rewrites progress.json (with `extra`, which
+  // resume_point() hands back).
+  void checkpoint(uint64_t input_documents, const nlohmann::json& key, const nlohmann::json& extra = nullptr);
   // Renames the files into place and writes store.json with `key` (what made the store: inputs,
   // tokenizer hash, options), which a resumed run compares before it reuses the store.
   void commit(const nlohmann::json& key);
   uint64_t documents() const { return documents_; }
   uint64_t sentences() const { return sentences_; }
   uint64_t tokens() const { return tokens_; }
+  TokenStoreCounts counts() const { return {documents_, sentences_, tokens_}; }
 
  private:
   std::string dir_;
@@ -74,6 +94,8 @@ class TokenStore final : public DocumentCorpus {
   std::span<const TokenId32> sentence(size_t d, size_t i) const override;
   uint64_t num_tokens() const { return tokens_.size(); }
   uint64_t total_sentences() const { return sentence_ends_.size(); }
+  // The counts of documents [0, d), d ≤ num_documents(): where document d begins.
+  TokenStoreCounts counts_before(size_t d) const;
   // All of document d's tokens, its sentences back to back.
   std::span<const TokenId32> document_tokens(size_t d) const;
   // Drops the mapped pages from the resident set (they are read again from the page cache when
@@ -126,6 +148,30 @@ class TokenStore final : public DocumentCorpus {
   std::span<const TokenId32> tokens_;
   std::span<const uint64_t> sentence_ends_;
   std::span<const uint64_t> documents_;
+};
+
+// One store written by several processes at once (mpirun ranks over a shared filesystem), each
+// writing its own runs of documents, with no process copying the others': rank 0 create()s the
+// .partial files at their final sizes; then every rank write()s its runs at their offsets in the
+// whole store and finish()es (its bytes are on disk before the barrier that must follow); then
+// rank 0 commits with TokenStoreWriter(dir, total).commit(key). The files are those a
+// TokenStoreWriter adding the same documents in order writes.
+class TokenStorePieces {
+ public:
+  static void create(const std::string& dir, const TokenStoreCounts& total);
+  explicit TokenStorePieces(const std::string& dir);  // opens the created files
+  ~TokenStorePieces();
+  TokenStorePieces(const TokenStorePieces&) = delete;
+  TokenStorePieces& operator=(const TokenStorePieces&) = delete;
+  // Documents [first, first + documents) of `from`, placed after `at` in the whole store.
+  void write(const TokenStore& from, size_t first, size_t documents, const TokenStoreCounts& at);
+  void finish();  // fsyncs
+
+ private:
+  std::string dir_;
+  int fds_[3] = {-1, -1, -1};  // tokens, sentences, documents
+  std::vector<uint64_t> ends_;
+  std::vector<TokenId32> tokens_;
 };
 
 }  // namespace pretrain

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "datagen/shards/token_store.h"
+#include "formats/doc_shards.h"
 #include "test_util.h"
 
 namespace pretrain {
@@ -127,6 +129,125 @@ TEST_F(TokenizeDocuments, AResumedStoreContinuesFromItsCheckpoint) {
   EXPECT_EQ(sentences(cut, 1), (std::vector<std::vector<TokenId32>>{{98}, {97}}));
   for (size_t d : {size_t{2}, size_t{3}, size_t{599}}) EXPECT_EQ(sentences(cut, d), sentences(whole, d)) << d;
   EXPECT_TRUE(TokenStore::complete(dir.file("cut"), key));
+}
+
+// 600 documents, every seventh blank (dropped from the store, but counted in its input block).
+std::string blocks_corpus() {
+  std::string big;
+  for (int d = 0; d < 600; ++d) big += d % 7 == 3 ? " \n\n" : "the ship " + std::to_string(d) + " .\nsea stone .\n\n";
+  return big;
+}
+
+std::vector<std::string> store_files(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const char* name : {"tokens.bin", "sentences.bin", "documents.bin", "store.json"})
+    files.push_back(read_file(path_join(dir, name)));
+  return files;
+}
+
+// mpirun's stage 1 without the collectives: the parts tokenized one after the other, then each
+// writes its own blocks into the one store in `out`, the last part first (ranks finish in any
+// order). Returns the input files the parts skipped undecoded.
+uint64_t tokenize_as_parts(const Tokenizer& tok, const TokenizeOptions& whole, const std::string& input, int parts,
+                           const std::string& out) {
+  std::vector<std::vector<TokenStoreCounts>> blocks;
+  uint64_t skipped = 0;
+  nlohmann::json key;
+  for (int p = 0; p < parts; ++p) {
+    TokenizeOptions o = whole;
+    o.part = p, o.parts = parts;
+    TextDocumentReader reader({input});
+    key = token_store_key(whole, tok, reader);
+    const std::string part_dir = cat(out, "-part-", p);
+    tokenize_documents(o, tok, reader, part_dir, key);
+    skipped += reader.files_skipped();
+    blocks.push_back(part_block_counts(TokenStore(part_dir), part_dir));
+  }
+  const TokenStoreCounts total = part_block_offsets(blocks, 0).back();
+  TokenStorePieces::create(out, total);
+  for (int p = parts - 1; p >= 0; --p) {
+    const TokenStore part(cat(out, "-part-", p));
+    TokenStorePieces pieces(out);
+    write_part_blocks(part, blocks[size_t(p)], part_block_offsets(blocks, size_t(p)), pieces);
+    pieces.finish();
+  }
+  TokenStoreWriter(out, total).commit(key);
+  return skipped;
+}
+
+// Before, rank 0 alone copied every part's documents, sentence by sentence.
+TEST_F(TokenizeDocuments, PartsWriteTheirBlocksInPlaceIntoTheOneProcessStore) {
+  write_file_atomic(dir.file("big.txt"), blocks_corpus());
+  const TokenizeOptions whole{.model = ModelKind::bert};
+  tokenize(whole, dir.file("big.txt"), dir.file("whole"));
+  for (int parts : {2, 3, 5}) {
+    const std::string out = dir.file(cat("store-", parts));
+    EXPECT_EQ(tokenize_as_parts(*tok, whole, dir.file("big.txt"), parts, out), 0u) << "one text file: nothing to skip";
+    EXPECT_EQ(store_files(out), store_files(dir.file("whole"))) << parts << " parts";
+  }
+  // A part whose blocks.bin disagrees with its store is refused, naming the file.
+  const std::string part = dir.file("store-3-part-0");
+  write_file_atomic(path_join(part, "blocks.bin"), std::string(8, '\x7f'));
+  try {
+    part_block_counts(TokenStore(part), part);
+    ADD_FAILURE() << "no error for a damaged blocks.bin";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("blocks.bin"), std::string::npos) << e.what();
+  }
+}
+
+// Document shards whose manifest counts them: a part skips, undecoded, the files none of whose
+// documents are in its blocks, and the store is still the one-process store. Before, every rank
+// decoded every file.
+TEST_F(TokenizeDocuments, PartsSkipWholeDocumentFilesWithNoneOfTheirBlocks) {
+  {
+    DocShardWriter w(dir.file("docs"), {.shard_bytes = 300});  // ~4 documents a file
+    for (int d = 0; d < 600; ++d)
+      w.add({.id = std::to_string(d), .text = d % 7 == 3 ? "" : "The ship " + std::to_string(d) + " sails. Sea stone."});
+    w.finish();
+  }
+  const TokenizeOptions whole{.model = ModelKind::bert};
+  tokenize(whole, dir.file("docs"), dir.file("whole"));
+  for (int parts : {2, 3}) {
+    const std::string out = dir.file(cat("store-", parts));
+    const uint64_t skipped = tokenize_as_parts(*tok, whole, dir.file("docs"), parts, out);
+    EXPECT_EQ(store_files(out), store_files(dir.file("whole"))) << parts << " parts";
+    // Of ~150 files each part needs those touching its 1/parts of the 16-document blocks.
+    EXPECT_GT(skipped, 100u * uint64_t(parts - 1)) << parts << " parts";
+  }
+}
+
+// A part checkpoints as a whole store does: killed after a checkpoint (PRETRAIN_FAULT), it goes
+// on from there on --resume and ends as the uninterrupted part, blocks.bin included. Before,
+// parts kept no checkpoints and an interrupted one started over.
+TEST_F(TokenizeDocuments, AnInterruptedPartResumesFromItsCheckpoint) {
+  write_file_atomic(dir.file("big.txt"), blocks_corpus());
+  TokenizeOptions o{.model = ModelKind::bert, .checkpoint_bytes = 2000};
+  o.part = 1, o.parts = 3;
+  tokenize(o, dir.file("big.txt"), dir.file("whole"));
+  ::setenv("PRETRAIN_FAULT", "0:tokenize-checkpoint", 1);
+  EXPECT_THROW(tokenize(o, dir.file("big.txt"), dir.file("cut")), Error);
+  ::unsetenv("PRETRAIN_FAULT");
+  TextDocumentReader reader({dir.file("big.txt")});
+  const nlohmann::json key = token_store_key(o, *tok, reader);
+  const auto from = TokenStoreWriter::resume_point(dir.file("cut"), key);
+  ASSERT_TRUE(from.has_value());
+  ASSERT_GT(from->documents, 0u);
+  ASSERT_LT(from->input_documents, 500u) << "the checkpoint is not near the end";
+  // A marker in the checkpointed tokens: a run that tokenized them again would replace it.
+  {
+    const std::string path = dir.file("cut/tokens.bin.partial");
+    std::string bytes = read_file(path);
+    bytes[0] = '\x63', bytes[1] = bytes[2] = bytes[3] = 0;
+    write_file_atomic(path, bytes);
+  }
+  o.resume = true;
+  tokenize(o, dir.file("big.txt"), dir.file("cut"));
+  const TokenStore whole(dir.file("whole")), cut(dir.file("cut"));
+  EXPECT_EQ(cut.sentence(0, 0)[0], 99) << "the checkpointed documents are kept";
+  ASSERT_EQ(cut.num_documents(), whole.num_documents());
+  for (size_t d = 1; d < whole.num_documents(); ++d) ASSERT_EQ(sentences(cut, d), sentences(whole, d)) << d;
+  EXPECT_EQ(read_file(dir.file("cut/blocks.bin")), read_file(dir.file("whole/blocks.bin")));
 }
 
 TEST_F(TokenizeDocuments, NoEndOfDocumentTokenOrACorruptInputIsAnErrorNamingTheFile) {
