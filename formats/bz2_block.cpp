@@ -542,6 +542,19 @@ BlockResult decode_block(std::span<const BitRange> parts, int level) {
     return true;
   };
 
+  // A code through libbz2's canonical walk: the lookup table's misses, and every code near the end.
+  auto slow_symbol = [&](const Group& g, uint64_t bits, uint32_t& sym) {
+    unsigned used = 0;
+    const int v = g.slow(bits, used);
+    if (v < 0) {
+      error = "invalid Huffman code";
+      return false;
+    }
+    in.skip(used);
+    sym = static_cast<uint32_t>(v);
+    return true;
+  };
+
   for (int sel = 0; sel < selectors; ++sel) {
     const Group& g = s.groups[s.selectors[sel]];
     bool go = true;
@@ -553,29 +566,16 @@ BlockResult decode_block(std::span<const BitRange> parts, int level) {
         if (e & 0xF) [[likely]] {
           in.skip(e & 0xF);
           sym = e >> 4;
-        } else {
-          unsigned used = 0;
-          int v = g.slow(bits, used);
-          if (v < 0) {
-            error = "invalid Huffman code";
-            break;
-          }
-          in.skip(used);
-          sym = static_cast<uint32_t>(v);
+        } else if (!slow_symbol(g, bits, sym)) {
+          break;
         }
         go = symbol(sym);
       }
     } else {
       for (int k = 0; k < kGroupSize && go; ++k) {
-        uint64_t bits = in.peek();
-        unsigned used = 0;
-        int v = g.slow(bits, used);
-        if (v < 0) {
-          error = "invalid Huffman code";
-          break;
-        }
-        in.skip(used);
-        go = symbol(static_cast<uint32_t>(v));
+        uint32_t sym;
+        if (!slow_symbol(g, in.peek(), sym)) break;
+        go = symbol(sym);
         if (in.pos() > in.end() + 64) {  // far past the end: stop reading zeros
           error = "the data ends inside the block";
           break;

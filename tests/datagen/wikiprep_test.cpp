@@ -137,6 +137,34 @@ TEST(Wikiprep, MinCharsDropsStubs) {
   EXPECT_EQ(read_docs(dir.path()).size(), long_enough);
 }
 
+// Runs wikiprep with `o` in a child process whose files may not grow past `limit` bytes (a full
+// disk, as prlimit --fsize makes one). Its exit code: 1 when wikiprep threw, 0 when it finished;
+// a child that dies of a signal is a test failure (and -1).
+int exit_under_file_size_limit(const WikiprepOptions& o, uint64_t limit) {
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ADD_FAILURE() << "fork failed";
+    return -1;
+  }
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit r{limit, limit};
+    ::setrlimit(RLIMIT_FSIZE, &r);
+    try {
+      run_wikiprep(o);
+    } catch (const std::exception&) {
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) {
+    ADD_FAILURE() << "the wikiprep child did not exit normally (status " << status << ")";
+    return -1;
+  }
+  return WEXITSTATUS(status);
+}
+
 // A full disk at the very end: the final manifest.json cannot be written. What is left on disk
 // must be a manifest --resume reads (the last checkpoint), not the document writer's own one
 // without wikiprep's counts and resume point (chaos.sh diskfull, wikiprep-bz2 trial 3, found it).
@@ -149,24 +177,8 @@ TEST(Wikiprep, AFailedFinalManifestLeavesAResumableOne) {
   const uint64_t final_bytes = file_size(ref.file(kManifestName));
   for (const auto& [name, bytes] : shard_bytes(ref.path())) ASSERT_LT(bytes.size(), final_bytes - 400) << name;
   o.output_dir = dir.path();
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    // Checkpoints (no final stats) fit under the limit; the final manifest does not.
-    std::signal(SIGXFSZ, SIG_IGN);
-    const rlimit limit{final_bytes - 40, final_bytes - 40};
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-    try {
-      run_wikiprep(o);
-    } catch (const std::exception&) {
-      ::_exit(1);
-    }
-    ::_exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 1) << "the final manifest should not have fit under the limit";
+  // Checkpoints (no final stats) fit under the limit; the final manifest does not.
+  EXPECT_EQ(exit_under_file_size_limit(o, final_bytes - 40), 1) << "the final manifest should not have fit under the limit";
   EXPECT_FALSE(Manifest::read(dir.file(kManifestName)).complete);
   o.resume = true;
   run_wikiprep(o);
@@ -196,23 +208,7 @@ TEST(Wikiprep, AFullDiskMidRunCommitsNoPartialShard) {
   const uint64_t one_shard_manifest = file_size(first.file(kManifestName));
   o.stop_after_shards = 0;
   o.output_dir = dir.path();
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    std::signal(SIGXFSZ, SIG_IGN);
-    const rlimit limit{one_shard_manifest + 20, one_shard_manifest + 20};
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-    try {
-      run_wikiprep(o);
-    } catch (const std::exception&) {
-      ::_exit(1);
-    }
-    ::_exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 1) << "the second checkpoint should not have fit under the limit";
+  EXPECT_EQ(exit_under_file_size_limit(o, one_shard_manifest + 20), 1) << "the second checkpoint should not have fit under the limit";
   for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
     const std::string name = entry.path().filename().string();
     if (!name.ends_with(".jsonl.zst")) continue;
