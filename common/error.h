@@ -1,7 +1,10 @@
 // Errors that say where and what: the file, the byte offset / record / line, and what was expected.
 // Tools turn them into "error: …" and exit 1 (data or runtime error) or 2 (bad usage).
 #pragma once
+#include <atomic>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -53,5 +56,41 @@ inline void expect(bool ok, const Where& where, const std::string& expected, con
 
 // strerror(errno) with the operation and path: "cannot open 'x': No such file or directory".
 [[noreturn]] void throw_errno(const std::string& what, const std::string& path);
+
+// The first exception thrown by work on several threads, kept to be rethrown later.
+// Why: when a stage of tbb::parallel_pipeline throws, oneTBB cancels the pipeline and never
+// destroys the items waiting in its serial stages' buffers: they leak. Stages that run their work
+// through keep() let the pipeline drain instead: once failed(), the source stops and the later
+// stages pass their items through untouched; call rethrow() after parallel_pipeline returns.
+class FirstError {
+ public:
+  // Runs work(); when it throws, keeps the exception (the first of all callers') and returns false.
+  template <typename Work>
+  bool keep(Work&& work) noexcept {
+    try {
+      work();
+      return true;
+    } catch (...) {
+      set(std::current_exception());
+      return false;
+    }
+  }
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // Throws the kept exception, if any. Call once the threads are done.
+  void rethrow() const {
+    if (failed()) std::rethrow_exception(first_);
+  }
+
+ private:
+  void set(std::exception_ptr error) {
+    std::lock_guard lock(mutex_);
+    if (!first_) first_ = std::move(error);
+    failed_.store(true, std::memory_order_release);
+  }
+
+  std::atomic<bool> failed_{false};
+  std::mutex mutex_;
+  std::exception_ptr first_;
+};
 
 }  // namespace pretrain

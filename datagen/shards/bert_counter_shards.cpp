@@ -151,8 +151,9 @@ void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, co
     std::vector<uint64_t> n;
   };
   size_t unit = first_unit;
+  FirstError error;  // an error lets the pipeline drain rather than cancel it (see FirstError)
   auto next_block = [&](tbb::flow_control& fc) -> std::shared_ptr<Batch> {
-    if (unit >= end_unit) {
+    if (unit >= end_unit || error.failed()) {
       fc.stop();
       return nullptr;
     }
@@ -163,7 +164,7 @@ void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, co
     ++unit;
     return b;
   };
-  auto make_instances = [&](std::shared_ptr<Batch> b) {
+  auto make_instances = [&](Batch* b) {
     b->out.assign(n_buckets, {});
     b->n.assign(n_buckets, 0);
     std::vector<BertInstance> instances;
@@ -180,9 +181,8 @@ void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, co
         ++b->n[bucket];
       }
     }
-    return b;
   };
-  auto append_to_buckets = [&](std::shared_ptr<Batch> b) {
+  auto append_to_buckets = [&](const Batch* b) {
     for (size_t k = 0; k < n_buckets; ++k) {
       if (b->out[k].empty()) continue;
       if (std::fwrite(b->out[k].data(), 1, b->out[k].size(), files[k]) != b->out[k].size())
@@ -194,8 +194,16 @@ void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, co
   tbb::parallel_pipeline(
       size_t(2 * max_threads() + 2),
       tbb::make_filter<void, std::shared_ptr<Batch>>(tbb::filter_mode::serial_in_order, next_block) &
-          tbb::make_filter<std::shared_ptr<Batch>, std::shared_ptr<Batch>>(tbb::filter_mode::parallel, make_instances) &
-          tbb::make_filter<std::shared_ptr<Batch>, void>(tbb::filter_mode::serial_in_order, append_to_buckets));
+          tbb::make_filter<std::shared_ptr<Batch>, std::shared_ptr<Batch>>(
+              tbb::filter_mode::parallel,
+              [&](std::shared_ptr<Batch> b) {
+                if (!error.failed()) error.keep([&] { make_instances(b.get()); });
+                return b;
+              }) &
+          tbb::make_filter<std::shared_ptr<Batch>, void>(tbb::filter_mode::serial_in_order, [&](std::shared_ptr<Batch> b) {
+            if (!error.failed()) error.keep([&] { append_to_buckets(b.get()); });
+          }));
+  error.rethrow();
   for (size_t b = 0; b < n_buckets; ++b)
     if (std::fclose(files[b]) != 0) throw_errno("cannot write", buckets.piece_path(b, ranks.rank()));
   corpus.release_pages();  // the write stage reads the buckets, not the store

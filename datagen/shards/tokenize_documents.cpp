@@ -160,28 +160,32 @@ uint64_t tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, Text
     }
     return reader.next(doc);
   };
+  // An error in any stage lets the pipeline drain rather than cancel it (see FirstError).
+  FirstError error;
   auto read_batch = [&](tbb::flow_control& fc) {
     const size_t max_batch_docs = 256;
     auto batch = std::make_shared<Batch>();
     size_t bytes = 0;
-    RawDocument doc;
-    while (batch->docs.size() < max_batch_docs && bytes < max_batch_bytes && next_input(doc)) {
-      const uint64_t block = documents_read++ / TokenizeOptions::kPartBlock;
-      if (parts > 1) {
-        if (block % parts != part) continue;
-        batch->blocks.push_back(block / parts);
+    error.keep([&] {
+      RawDocument doc;
+      while (!error.failed() && batch->docs.size() < max_batch_docs && bytes < max_batch_bytes && next_input(doc)) {
+        const uint64_t block = documents_read++ / TokenizeOptions::kPartBlock;
+        if (parts > 1) {
+          if (block % parts != part) continue;
+          batch->blocks.push_back(block / parts);
+        }
+        bytes += doc.text.size();
+        for (const auto& s : doc.sentences) bytes += s.size();
+        batch->docs.push_back(std::move(doc));
       }
-      bytes += doc.text.size();
-      for (const auto& s : doc.sentences) bytes += s.size();
-      batch->docs.push_back(std::move(doc));
-    }
-    if (batch->docs.empty()) fc.stop();
+    });
+    if (batch->docs.empty() || error.failed()) fc.stop();
     batch->text_bytes = bytes;
     batch->end_bytes = reader.bytes_read();
     batch->end_documents = documents_read;
     return batch;
   };
-  auto tokenize_batch = [&](std::shared_ptr<Batch> batch) {
+  auto tokenize = [&](Batch* batch) {
     batch->document_ends.reserve(batch->docs.size());
     std::string text;  // GPT: the document's text; BERT: its sentences, one per line
     for (RawDocument& doc : batch->docs) {
@@ -214,9 +218,12 @@ uint64_t tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, Text
       }
       batch->document_ends.push_back(batch->sentence_ends.size());
     }
+  };
+  auto tokenize_batch = [&](std::shared_ptr<Batch> batch) {
+    if (!error.failed()) error.keep([&] { tokenize(batch.get()); });
     return batch;
   };
-  auto store_batch = [&](std::shared_ptr<Batch> batch) {
+  auto store = [&](const Batch* batch) {
     size_t first_sentence = 0;
     for (size_t i = 0; i < batch->docs.size(); ++i) {
       const size_t end_sentence = batch->document_ends[i];
@@ -236,11 +243,15 @@ uint64_t tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, Text
     progress.set(batch->end_bytes);
     progress.set_note(cat(writer.documents(), " documents, ", writer.tokens(), " tokens"));
   };
+  auto store_batch = [&](std::shared_ptr<Batch> batch) {
+    if (!error.failed()) error.keep([&] { store(batch.get()); });
+  };
   tbb::parallel_pipeline(
       size_t(2 * max_threads() + 2),
       tbb::make_filter<void, std::shared_ptr<Batch>>(tbb::filter_mode::serial_in_order, read_batch) &
           tbb::make_filter<std::shared_ptr<Batch>, std::shared_ptr<Batch>>(tbb::filter_mode::parallel, tokenize_batch) &
           tbb::make_filter<std::shared_ptr<Batch>, void>(tbb::filter_mode::serial_in_order, store_batch));
+  error.rethrow();
   progress.finish();
   if (reader.files_skipped())
     log_info(cat(store_dir, ": ", reader.files_skipped(), " input files skipped undecoded (none of their documents wanted)"));

@@ -8,7 +8,10 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <thread>
+
+#include <tbb/parallel_pipeline.h>
 
 #include "common/common.h"
 #include "test_util.h"
@@ -26,6 +29,57 @@ TEST(Error, NamesFileOffsetAndExpectation) {
   }
   EXPECT_EQ(Where::at_record("a.h5", 3).str(), "a.h5: record 3");
   EXPECT_EQ(Where::at_line("v.txt", 12).str(), "v.txt:12");
+}
+
+// Items that count themselves, to see that none is left behind by a failed pipeline.
+struct CountedItem {
+  static inline std::atomic<int> alive{0};
+  int index;
+  explicit CountedItem(int i) : index(i) { ++alive; }
+  ~CountedItem() { --alive; }
+};
+
+TEST(FirstError, APipelineWhoseStageFailsDrainsDestroysEveryItemAndRethrowsTheFirstError) {
+  for (int fail_at : {0, 3, 40}) {
+    FirstError error;
+    std::atomic<int> stored{0};
+    int next = 0;
+    tbb::parallel_pipeline(
+        8,
+        tbb::make_filter<void, std::shared_ptr<CountedItem>>(tbb::filter_mode::serial_in_order,
+                                                              [&](tbb::flow_control& fc) {
+                                                                if (error.failed() || next == 100) fc.stop();
+                                                                return std::make_shared<CountedItem>(next++);
+                                                              }) &
+            tbb::make_filter<std::shared_ptr<CountedItem>, std::shared_ptr<CountedItem>>(
+                tbb::filter_mode::parallel,
+                [&](std::shared_ptr<CountedItem> item) {
+                  error.keep([&] { std::this_thread::sleep_for(std::chrono::microseconds(50 * (item->index % 7))); });
+                  return item;
+                }) &
+            tbb::make_filter<std::shared_ptr<CountedItem>, void>(tbb::filter_mode::serial_in_order,
+                                                                  [&](std::shared_ptr<CountedItem> item) {
+                                                                    if (error.failed()) return;
+                                                                    error.keep([&] {
+                                                                      if (item->index >= fail_at)
+                                                                        throw Error(cat("item ", item->index));
+                                                                      ++stored;
+                                                                    });
+                                                                  }));
+    EXPECT_EQ(CountedItem::alive.load(), 0) << "items left behind, failing at " << fail_at;
+    EXPECT_EQ(stored.load(), fail_at) << "no item after the failing one is stored";
+    ASSERT_TRUE(error.failed());
+    try {
+      error.rethrow();
+      ADD_FAILURE() << "no exception rethrown";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), cat("item ", fail_at)) << "the first error, not a later one";
+    }
+  }
+  FirstError none;
+  EXPECT_TRUE(none.keep([] {}));
+  EXPECT_FALSE(none.failed());
+  EXPECT_NO_THROW(none.rethrow());
 }
 
 TEST(AtomicFile, InvisibleUntilCommit) {
