@@ -39,7 +39,7 @@ struct WikiprepOptions {
   bool keep_redirects = false;  // written with empty text, as wikiextractor writes them
   uint64_t min_chars = 0;       // articles whose clean text has fewer code points are dropped
   bool resume = false;
-  int zstd_level = 3;
+  int zstd_level = 1;  // as DocShardOptions' default, which says why
   std::vector<std::string> args;  // the command line, for the manifest
   // Tests only: after this many shards are committed (and the manifest says so), stop as a kill
   // would: throw WikiprepInterrupted without committing anything more. 0: never.

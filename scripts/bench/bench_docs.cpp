@@ -52,7 +52,7 @@ std::vector<Document> synthetic_documents(size_t count) {
 int main(int argc, char** argv) {
   CLI::App app{"Document shard write/read benchmark", "bench_docs"};
   double mb = 256;
-  int level = 3, threads = 1;
+  int level = DocShardOptions{}.zstd_level, threads = 1;
   std::string dir = "/tmp", input;
   app.add_option("--mb", mb, "MB of JSON lines to write");
   app.add_option("--level", level, "zstd level");
