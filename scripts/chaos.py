@@ -511,6 +511,29 @@ def wait_for(path, p, seconds=60):
     return False
 
 
+def stop_holder(lock, first):
+    """SIGSTOPs the process that holds `lock` and returns its pid, so that the lock stays held however
+    quickly the job would end; None when the job let go first. A holder unlinks the lock file before
+    it lets go, so a file that still exists once its holder is stopped is still held."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and first.poll() is None:
+        try:
+            holder = open(lock).read().strip()
+        except FileNotFoundError:
+            return None
+        if holder.isdigit():
+            try:
+                os.kill(int(holder), signal.SIGSTOP)
+            except ProcessLookupError:
+                return None
+            if os.path.exists(lock):
+                return int(holder)
+            os.kill(int(holder), signal.SIGCONT)
+            return None
+        time.sleep(0.001)
+    return None
+
+
 def writer_trials(c, inputs, refs):
     for name, spec in jobs(c, inputs).items():
         ref, _ = refs[name]
@@ -518,25 +541,30 @@ def writer_trials(c, inputs, refs):
             out = os.path.join(c.work, "writers", f"{name}-{trial}")
             first = subprocess.Popen([str(a) for a in command(c, spec, out)], env=ENV, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
-            if not wait_for(os.path.join(out, ".lock"), first):
+            lock = os.path.join(out, ".lock")
+            holder = stop_holder(lock, first) if wait_for(lock, first) else None
+            if holder is None:
                 first.communicate()
                 c.record(name, "second writer", True, note="(a run that ended before the second started counts)")
                 shutil.rmtree(out, ignore_errors=True)
                 continue
-            holder = open(os.path.join(out, ".lock")).read().strip()
-            r = run(command(c, spec, out))
+            try:
+                r = run(command(c, spec, out))
+            finally:
+                os.kill(holder, signal.SIGCONT)
             _, err = first.communicate()
             why = []
             if r.returncode != 1 or out not in r.stderr or "in use by another process" not in r.stderr:
                 why.append(f"second run: exit {r.returncode}: {r.stderr[-300:]}")
-            elif holder and f"pid {holder}" not in r.stderr:
+            elif f"pid {holder}" not in r.stderr:
                 why.append(f"the refusal does not name the holder (pid {holder}): {r.stderr[-300:]}")
             if first.returncode != 0:
                 why.append(f"the first run failed: exit {first.returncode}: {err[-300:]}")
             else:
                 why.append(differences(ref, out))
             why = "; ".join(w for w in why if w)
-            c.record(name, "second writer", not why, why, note="refused with exit 1 naming the directory and pid")
+            c.record(name, "second writer", not why, why,
+                     note="refused with exit 1 naming the directory and pid (the holder stopped meanwhile)")
             shutil.rmtree(out, ignore_errors=True)
 
 
