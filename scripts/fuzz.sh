@@ -54,6 +54,11 @@ fi
 [[ -n $prebuilt ]] || cmake --build "$build" -j "$jobs" --target $(printf 'fuzz_%s ' $targets)
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0  # libhdf5's own leaks
 table=tests/fuzz/campaign.md
+shared=${PRETRAIN_SHARED_DATA:-../shared/data}
+if [[ -n $campaign && ! -d $shared/vocab ]]; then
+  echo "fuzz.sh: no shared data at $shared (set PRETRAIN_SHARED_DATA): the tokenizer targets fuzz their" \
+    "small built-in vocabularies and models, not BERT's, GPT-2's and the SentencePiece test models" >&2
+fi
 # Appends the row of target $1's run (its log in $build/corpus/$1.log) and merges its new inputs.
 campaign_row() {
   local t=$1 log=$build/corpus/$1.log execs cov ft findings before after
