@@ -11,7 +11,9 @@
 #   np2) → make-pretraining-shards BERT seq 128 dupe 5, BERT seq 512 dupe 2, GPT Megatron → the
 #   loader over the BERT 128 shards for one epoch (bench_loader; t1 and t2 only, it is one process)
 # printing per stage: wall s, CPU s (user + system of the whole job), peak RSS of the largest
-# process, output MB. Outputs of a run are removed when the next stage no longer needs them.
+# process, output MB, peak disk MB of the output directory while the stage ran (its work files
+# included), which the projection scales to enwiki. Outputs of a run are removed when the next
+# stage no longer needs them.
 # Ends with a projection for enwiki (≈ 23 GB bz2, ≈ 100 GB XML, ≈ 20 GB of text) on 16 and 64 cores
 # and on 4 nodes of 64, from the t1 CPU seconds per MB and the scaling the t2 and np2 runs showed;
 # and the same for NVIDIA's scripts (wikiextractor, create_pretraining_data.py) from their per-core
@@ -59,20 +61,30 @@ echo "# dump: $((xml_bytes / 1000000)) MB of XML, $(( $(stat -c %s "$dump") / 10
 # ---- runs -------------------------------------------------------------------------------------
 results=$dir/results.tsv
 : >"$results"
-# measure RUN STAGE OUTPUT CMD...: wall, CPU and peak RSS of CMD, and the size of OUTPUT.
+# measure RUN STAGE OUTPUT CMD...: wall, CPU and peak RSS of CMD, the size of OUTPUT at the end, and
+# its peak size while CMD ran (sampled every 2 s; the work files, the token store and the BERT spill
+# buckets, live under the output directory until the end).
 measure() {
   local run=$1 stage=$2 output=$3; shift 3
   echo "# $run: $stage: $*" >&2
-  local t0 t1
+  local t0 t1 pid now peak=0
   t0=$(date +%s.%N)
-  /usr/bin/time -f "%e %U %S %M" -o "$dir/time.txt" "$@" >"$dir/stdout.txt" 2>"$dir/stderr.txt" ||
-    { tail -20 "$dir/stderr.txt" >&2; exit 1; }
+  /usr/bin/time -f "%e %U %S %M" -o "$dir/time.txt" "$@" >"$dir/stdout.txt" 2>"$dir/stderr.txt" &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    now=$( (du -sm "$output" 2>/dev/null || true) | awk '{print $1}')
+    ((${now:-0} > peak)) && peak=$now
+    sleep 2
+  done
+  wait "$pid" || { tail -20 "$dir/stderr.txt" >&2; exit 1; }
   t1=$(date +%s.%N)
   local cpu rss mb
   cpu=$(awk '{print $2 + $3}' "$dir/time.txt")
   rss=$(awk '{print $4}' "$dir/time.txt")
   mb=$( (du -sm "$output" 2>/dev/null || true) | awk '{print $1}')
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$stage" "$($py -c "print(round($t1 - $t0, 2))")" "$cpu" "$rss" "${mb:-0}" >>"$results"
+  ((${mb:-0} > peak)) && peak=$mb
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$stage" "$($py -c "print(round($t1 - $t0, 2))")" "$cpu" "$rss" "${mb:-0}" \
+    "$peak" >>"$results"
 }
 for run in $runs; do
   case $run in
@@ -155,15 +167,15 @@ for r in rows:
     elif r[1] == "text bytes":
         text_bytes = int(r[2])
     else:
-        stage[r[0], r[1]] = (float(r[2]), float(r[3]), int(r[4]) / 1024, int(r[5]))
+        stage[r[0], r[1]] = (float(r[2]), float(r[3]), int(r[4]) / 1024, int(r[5]), int(r[6]))
 print(f"\nscale.sh: a {xml_mb / 1000:.1f} GB XML dump ({bz2_mb / 1000:.2f} GB multistream bz2) of the real shared pages")
-print("| run | stage | wall s | CPU s | peak RSS MB | output MB |")
-print("|---|---|---:|---:|---:|---:|")
-for (run, name), (wall, cpu, rss, mb) in stage.items():
+print("| run | stage | wall s | CPU s | peak RSS MB | output MB | peak disk MB |")
+print("|---|---|---:|---:|---:|---:|---:|")
+for (run, name), (wall, cpu, rss, mb, disk) in stage.items():
     extra = ""
     if name.startswith("loader") and run in samples:
         extra = f" ({samples[run][1] / 1e6:.2f} M samples, {samples[run][1] / wall:,.0f} samples/s)"
-    print(f"| {run} | {name}{extra} | {wall:,.1f} | {cpu:,.1f} | {rss:,.0f} | {mb:,} |")
+    print(f"| {run} | {name}{extra} | {wall:,.1f} | {cpu:,.1f} | {rss:,.0f} | {mb:,} | {disk:,} |")
 # Projection to enwiki: CPU seconds per MB from t1 (the one-thread run), divided over the cores at
 # the efficiency the 2-thread and 2-rank runs showed (wall t1 / (2 x wall t2)); NVIDIA's scripts at
 # their per-core rates measured on the slices, with perfect scaling (one process per core and shard).
@@ -175,20 +187,22 @@ def eff(name, run):
 names = [n for (r, n) in stage if r == "t1" and not n.startswith("loader")]
 print("\nprojection for enwiki (100 GB XML, 20 GB text), minutes; CPU s per input MB from t1, "
       "scaling efficiency from t2 (cores) and np2 (ranks):")
-print("| stage | CPU s per MB in | efficiency t2 / np2 | 16 cores | 64 cores | 4 nodes x 64 |")
-print("|---|---:|---:|---:|---:|---:|")
+print("| stage | CPU s per MB in | efficiency t2 / np2 | 16 cores | 64 cores | 4 nodes x 64 | peak disk GB |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 totals = [0.0, 0.0, 0.0]
 for n in names:
-    wall, cpu, rss, mb = stage["t1", n]
+    wall, cpu, rss, mb, disk = stage["t1", n]
+    scale = EN_XML / xml_mb if n == "wikiprep" else EN_TEXT / text_mb  # enwiki's input over ours
     per_mb = cpu / (xml_mb if n == "wikiprep" else text_mb)
     work = per_mb * (EN_XML if n == "wikiprep" else EN_TEXT)
+    disk_gb = disk * scale / 1000 if n != "train-tokenizer" else disk / 1000
     e_core = eff(n, "t2")
     e_rank = eff(n, "np2") if ("np2", n) in stage else e_core
     mins = [work / (16 * e_core) / 60, work / (64 * e_core) / 60, work / (256 * e_core * e_rank) / 60]
     if n == "train-tokenizer":  # trained on one shard whatever the corpus: a fixed cost
         mins = [wall / 60] * 3
     totals = [t + m for t, m in zip(totals, mins)]
-    print(f"| {n} | {per_mb:.3f} | {e_core:.2f} / {e_rank:.2f} | {mins[0]:,.1f} | {mins[1]:,.1f} | {mins[2]:,.1f} |")
+    print(f"| {n} | {per_mb:.3f} | {e_core:.2f} / {e_rank:.2f} | {mins[0]:,.1f} | {mins[1]:,.1f} | {mins[2]:,.1f} | {disk_gb:,.0f} |")
 print(f"| **all** | | | **{totals[0]:,.0f}** | **{totals[1]:,.0f}** | **{totals[2]:,.0f}** |")
 we, wp = stage.get(("peer", "wikiextractor 20 MB")), stage.get(("peer", "wikiprep 20 MB"))
 peer = {n.split()[0]: (float(n.split()[1]), v) for (r, n), v in stage.items() if r == "peer" and n.endswith(" MB")}
