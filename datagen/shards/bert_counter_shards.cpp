@@ -334,7 +334,8 @@ void write_bert_counter_split(const BertCounterOptions& o, const BertMaskVocab& 
   o.check();
   output.check();
   const SplitCorpus corpus(store, documents, o.store_resident_budget);
-  // Buckets: enough that one fits the memory budget (≈ 6 bytes per token and pass), at least one
+  // Buckets: enough that one fits the memory budget (≈ 6 bytes per token and pass with int32 ids,
+  // about half with narrow ones: bert_spill_record.h; sized for the wider), at least one
   // per shard, and no more than the open-file limit allows; as many for each length bin.
   const double est_bytes = double(corpus.tokens()) * o.dupe_factor * 6.5;
   const size_t n_bins = size_t(length_bins(o).count());

@@ -8,27 +8,70 @@
 
 namespace pretrain {
 
-size_t spill_record_bytes(size_t n, size_t p) { return 8 + 4 * n + 4 * p + 2 * p + (p & 1) * 2; }
+namespace {
+
+constexpr uint8_t kNarrow = 16;  // the flag of a record whose ids are u16
+
+bool fits_u16(const std::vector<TokenId32>& ids) {
+  return std::all_of(ids.begin(), ids.end(), [](TokenId32 id) { return id >= 0 && id < 65536; });
+}
+
+// Writes `ids` at q as int32 or u16; returns the end.
+char* put_ids(char* q, const std::vector<TokenId32>& ids, bool narrow) {
+  if (ids.empty()) return q;  // memcpy from an empty vector's data() (null) is undefined
+  if (!narrow) {
+    std::memcpy(q, ids.data(), ids.size() * 4);
+    return q + ids.size() * 4;
+  }
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const uint16_t id = uint16_t(ids[k]);
+    std::memcpy(q + 2 * k, &id, 2);
+  }
+  return q + ids.size() * 2;
+}
+
+}  // namespace
+
+size_t spill_record_bytes(size_t n, size_t p, bool narrow) {
+  const size_t bytes = 8 + (narrow ? 2 : 4) * (n + p) + 2 * p;
+  return (bytes + 3) / 4 * 4;
+}
+
+void SpillIds::copy_to(TokenId32* out) const {
+  if (!narrow_) {
+    if (n_ > 0) std::memcpy(out, data_, n_ * 4);
+    return;
+  }
+  const uint16_t* ids = reinterpret_cast<const uint16_t*>(data_);
+  std::copy(ids, ids + n_, out);
+}
+
+std::vector<TokenId32> SpillIds::to_vector() const {
+  std::vector<TokenId32> ids(n_);
+  copy_to(ids.data());
+  return ids;
+}
 
 void append_spill_record(const BertInstance& inst, std::string& out) {
   const uint16_t n = uint16_t(inst.tokens.size());
   uint16_t a_len = 0;
   while (a_len < n && inst.segment_ids[a_len] == 0) ++a_len;
   const uint8_t p = uint8_t(inst.masked_lm_positions.size());
+  const bool narrow = fits_u16(inst.tokens) && fits_u16(inst.masked_lm_labels);
   const uint8_t flags = uint8_t((inst.is_random_next ? 1 : 0) | (inst.short_target ? 2 : 0) |
-                                (inst.forced_random_next ? 4 : 0) | (inst.first_of_document ? 8 : 0));
-  const size_t at = out.size();
-  out.resize(at + spill_record_bytes(n, p));
+                                (inst.forced_random_next ? 4 : 0) | (inst.first_of_document ? 8 : 0) |
+                                (narrow ? kNarrow : 0));
+  const size_t at = out.size(), bytes = spill_record_bytes(n, p, narrow);
+  out.resize(at + bytes);  // zeros: the padding
   char* q = out.data() + at;
   const uint16_t header[4] = {n, a_len, uint16_t(p | flags << 8), 0};
   std::memcpy(q, header, 8);
-  // memcpy from an empty vector's data() (null) is undefined even for 0 bytes: an instance may
-  // have no predictions.
-  if (n > 0) std::memcpy(q + 8, inst.tokens.data(), size_t(n) * 4);
-  if (p > 0) std::memcpy(q + 8 + size_t(n) * 4, inst.masked_lm_labels.data(), size_t(p) * 4);
-  uint16_t* positions = reinterpret_cast<uint16_t*>(q + 8 + size_t(n) * 4 + size_t(p) * 4);
-  for (size_t k = 0; k < p; ++k) positions[k] = uint16_t(inst.masked_lm_positions[k]);
-  if (p & 1) positions[p] = 0;
+  q = put_ids(q + 8, inst.tokens, narrow);
+  q = put_ids(q, inst.masked_lm_labels, narrow);
+  for (size_t k = 0; k < p; ++k) {
+    const uint16_t position = uint16_t(inst.masked_lm_positions[k]);
+    std::memcpy(q + 2 * k, &position, 2);
+  }
 }
 
 SpillRecord::SpillRecord(const char* data, size_t size, const std::string& file, size_t offset) {
@@ -38,11 +81,13 @@ SpillRecord::SpillRecord(const char* data, size_t size, const std::string& file,
   const size_t n = header[0], p = header[2] & 0xff;
   a_len = header[1];
   flags = uint8_t(header[2] >> 8);
-  bytes = spill_record_bytes(n, p);
+  const bool narrow = flags & kNarrow;
+  bytes = spill_record_bytes(n, p, narrow);
   if (size < bytes || a_len > n) throw Error(Where::at_offset(file, int64_t(offset)), "truncated spill record");
-  tokens = {reinterpret_cast<const TokenId32*>(data + 8), n};
-  labels = {reinterpret_cast<const TokenId32*>(data + 8 + 4 * n), p};
-  positions = reinterpret_cast<const uint16_t*>(data + 8 + 4 * n + 4 * p);
+  const size_t width = narrow ? 2 : 4;
+  tokens = SpillIds(data + 8, n, narrow);
+  labels = SpillIds(data + 8 + width * n, p, narrow);
+  positions = reinterpret_cast<const uint16_t*>(data + 8 + width * (n + p));
   for (size_t k = 0; k < p; ++k)
     if (positions[k] >= n) throw Error(Where::at_offset(file, int64_t(offset)), "spill record masks past its tokens");
 }
@@ -51,14 +96,14 @@ void SpillRecord::write_at(BertBatch& batch, int64_t i, size_t offset, size_t fi
   const size_t n = tokens.size(), p = labels.size();
   const size_t row = size_t(i) * size_t(batch.seq_len) + offset;
   const size_t pred_row = size_t(i) * size_t(batch.max_predictions) + first_prediction;
-  std::copy(tokens.begin(), tokens.end(), batch.input_ids.data() + row);
+  tokens.copy_to(batch.input_ids.data() + row);
   std::fill_n(batch.input_mask.data() + row, n, int8_t{1});
   int8_t* segments = batch.segment_ids.data() + row;
   std::fill(segments, segments + a_len, int8_t{0});
   std::fill(segments + a_len, segments + n, int8_t{1});
   int32_t* pos = batch.masked_lm_positions.data() + pred_row;
   for (size_t k = 0; k < p; ++k) pos[k] = int32_t(positions[k] + offset);
-  std::copy(labels.begin(), labels.end(), batch.masked_lm_ids.data() + pred_row);
+  labels.copy_to(batch.masked_lm_ids.data() + pred_row);
 }
 
 namespace {

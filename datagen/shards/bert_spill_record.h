@@ -1,13 +1,18 @@
 // BERT instances as records in spill files (make-pretraining-shards' buckets between generating
 // instances and shuffling them into shards), 4-byte aligned so that a record is read in place:
 //   u16 length n, u16 length of [CLS] A [SEP], u8 predictions p, u8 flags (1: random next, 2: short
-//   target, 4: forced random next, 8: first of its document and pass), u16 0, int32 tokens[n],
-//   int32 labels[p], u16 positions[p], u16 0 when p is odd.
+//   target, 4: forced random next, 8: first of its document and pass, 16: narrow ids), u16 0, then
+//   ids int32 tokens[n], int32 labels[p] (u16 each when narrow), u16 positions[p], and u16 zeros
+//   up to a multiple of 4 bytes.
+// A record is narrow when all its ids are below 65536 (every id of BERT's 30,522-token vocabulary):
+// that halves the spill, which for seq 128 and dupe 5 is ~6.5 bytes per corpus token otherwise
+// (43 GB for the 1.3 G tokens of scripts/bench/scale.sh --gb 10, more than the shards).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "datagen/shards/bert_instances.h"
 #include "formats/bert_hdf5.h"
@@ -15,18 +20,38 @@
 namespace pretrain {
 
 // The layout's version, in spill.json: a bucket of another layout is made again.
-inline constexpr int kSpillFormat = 2;
+inline constexpr int kSpillFormat = 3;
 
-// Bytes of a record of n tokens and p predictions.
-size_t spill_record_bytes(size_t n, size_t p);
+// Bytes of a record of n tokens and p predictions, with narrow (u16) or int32 ids.
+size_t spill_record_bytes(size_t n, size_t p, bool narrow);
+
+// A record's token ids or labels, stored as int32 or narrow (u16).
+class SpillIds {
+ public:
+  SpillIds() = default;
+  SpillIds(const char* data, size_t n, bool narrow) : data_(data), n_(n), narrow_(narrow) {}
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  TokenId32 operator[](size_t i) const {
+    if (narrow_) return TokenId32(reinterpret_cast<const uint16_t*>(data_)[i]);
+    return reinterpret_cast<const TokenId32*>(data_)[i];
+  }
+  void copy_to(TokenId32* out) const;
+  std::vector<TokenId32> to_vector() const;
+
+ private:
+  const char* data_ = nullptr;
+  size_t n_ = 0;
+  bool narrow_ = false;
+};
 
 // Appends `inst` as one record.
 void append_spill_record(const BertInstance& inst, std::string& out);
 
 // A spill record read in place (`data` 4-byte aligned, as records are in a bucket read whole).
 struct SpillRecord {
-  std::span<const TokenId32> tokens;
-  std::span<const TokenId32> labels;
+  SpillIds tokens;
+  SpillIds labels;
   const uint16_t* positions = nullptr;
   uint16_t a_len = 0;
   uint8_t flags = 0;

@@ -37,13 +37,13 @@ TEST(BertSpillRecord, ARecordGivesTheInstancesRowAndFlags) {
     const BertInstance inst = instance(p, p % 2 == 1);
     std::string bytes = "PAD!";  // records follow each other; this one starts at offset 4
     append_spill_record(inst, bytes);
-    ASSERT_EQ(bytes.size(), 4 + spill_record_bytes(8, p));
+    ASSERT_EQ(bytes.size(), 4 + spill_record_bytes(8, p, true)) << "ids below 65536 are stored narrow";
     EXPECT_EQ(bytes.size() % 4, 0u) << "4-byte aligned";
     const SpillRecord r(bytes.data() + 4, bytes.size() - 4, "bucket", 4);
     EXPECT_EQ(r.bytes, bytes.size() - 4);
     EXPECT_EQ(r.a_len, 4);
-    EXPECT_EQ(std::vector<int32_t>(r.tokens.begin(), r.tokens.end()), inst.tokens);
-    EXPECT_EQ(std::vector<int32_t>(r.labels.begin(), r.labels.end()), inst.masked_lm_labels);
+    EXPECT_EQ(r.tokens.to_vector(), inst.tokens);
+    EXPECT_EQ(r.labels.to_vector(), inst.masked_lm_labels);
     EXPECT_EQ(bool(r.flags & 1), inst.is_random_next);
     EXPECT_EQ(bool(r.flags & 2), true) << "short target";
     EXPECT_EQ(bool(r.flags & 8), inst.first_of_document);
@@ -58,6 +58,32 @@ TEST(BertSpillRecord, ARecordGivesTheInstancesRowAndFlags) {
     EXPECT_EQ(ours.masked_lm_ids, theirs.masked_lm_ids);
     EXPECT_EQ(ours.next_sentence_labels, theirs.next_sentence_labels);
   }
+}
+
+// Ids past 65535 (a vocabulary larger than BERT's) keep the record's ids int32; records of both
+// widths follow each other in one bucket, and both give BertInstance::write_row's row.
+TEST(BertSpillRecord, IdsPast65535KeepTheRecordWideAndBothWidthsMix) {
+  BertInstance wide = instance(2, true), label_wide = instance(2, false), narrow = instance(1, false);
+  wide.tokens[6] = 70000;
+  label_wide.masked_lm_labels[1] = 65536;
+  std::string bytes;
+  for (const BertInstance* inst : {&wide, &narrow, &label_wide}) append_spill_record(*inst, bytes);
+  EXPECT_EQ(bytes.size(), spill_record_bytes(8, 2, false) + spill_record_bytes(8, 1, true) + spill_record_bytes(8, 2, false));
+  EXPECT_LT(spill_record_bytes(128, 20, true) * 10, spill_record_bytes(128, 20, false) * 6) << "narrow is about half";
+  size_t at = 0;
+  for (const BertInstance* inst : {&wide, &narrow, &label_wide}) {
+    const SpillRecord r(bytes.data() + at, bytes.size() - at, "bucket", at);
+    EXPECT_EQ(r.tokens.to_vector(), inst->tokens);
+    EXPECT_EQ(r.labels.to_vector(), inst->masked_lm_labels);
+    BertBatch ours(1, 12, 6), theirs(1, 12, 6);
+    r.write_row(ours, 0);
+    inst->write_row(theirs, 0);
+    EXPECT_EQ(ours.input_ids, theirs.input_ids);
+    EXPECT_EQ(ours.masked_lm_positions, theirs.masked_lm_positions);
+    EXPECT_EQ(ours.masked_lm_ids, theirs.masked_lm_ids);
+    at += r.bytes;
+  }
+  EXPECT_EQ(at, bytes.size());
 }
 
 // A packed row: each instance as write_row writes it, shifted to its offset (predictions too),
@@ -120,7 +146,7 @@ TEST(BertSpillRecord, ATruncatedOrInconsistentRecordNamesTheFileAndOffset) {
     EXPECT_NE(what.find("truncated"), std::string::npos) << what;
   }
   std::string past = bytes;
-  const size_t positions = 8 + 4 * 8 + 4 * 2;
+  const size_t positions = 8 + 2 * 8 + 2 * 2;  // narrow: 8 tokens and 2 labels of 2 bytes
   past[positions] = 8;  // a masked position at the length
   EXPECT_NE(error_of(past).find("masks past its tokens"), std::string::npos) << error_of(past);
   EXPECT_EQ(error_of(bytes), "") << "the intact record reads";
