@@ -48,6 +48,22 @@ def run(args, check=True, timeout=600):
     return r
 
 
+def descendants(root):
+    """The pids below root in the process tree (mpirun's ranks sit under its orted or itself)."""
+    parent = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parent[int(pid)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
 def mpirun(np, *args):
     return ["mpirun", "--oversubscribe", "-np", np, *args]
 
@@ -204,12 +220,14 @@ def main():
         for line in p.stdout:
             if line.startswith("step "):
                 break
+        # Only this job's rank 1: ctest runs other tests' bert_pretrain ranks beside this one.
         victim = None
+        ours = descendants(p.pid)
         for pid in subprocess.run(["pgrep", "-f", "bert_pretrain"], capture_output=True, text=True).stdout.split():
             try:
                 with open(f"/proc/{pid}/environ", "rb") as f:
                     env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-                if env.get(b"OMPI_COMM_WORLD_RANK") == b"1" and int(pid) != p.pid:
+                if env.get(b"OMPI_COMM_WORLD_RANK") == b"1" and int(pid) in ours:
                     victim = int(pid)
             except (OSError, ValueError):
                 pass
