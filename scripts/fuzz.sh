@@ -70,7 +70,7 @@ campaign_row() {
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+')
   ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+')
   findings=$(reproducers "$t" "crash|leak|timeout|oom")
-  if [[ $t == bert_hdf5 ]]; then  # its out-of-memory inputs are libhdf5's (see fuzz_one): not findings
+  if ignores_ooms "$t"; then
     local ooms
     ooms=$(reproducers "$t" oom)
     findings=$((findings - ooms))
@@ -90,6 +90,9 @@ campaign_totals() {
   awk -F'|' '/^\| [0-9]/ { t = $3; gsub(/^ +| +$/, "", t); e[t] += $5; f[t] += $9; s[t] += $4 }
              END { for (t in e) printf "  %-26s %12d executions in %8d s, %d findings\n", t, e[t], s[t], f[t] }' "$table" | sort
 }
+# Targets whose out-of-memory inputs are libhdf5's, not findings (see fuzz_one).
+ooms_ignored=" bert_hdf5 "
+ignores_ooms() { [[ $ooms_ignored == *" $1 "* ]]; }
 # Runs target $1 (and its campaign row); non-zero when it found something.
 fuzz_one() {
   local t=$1 corpus=$build/corpus/$1 seeds=tests/fuzz/corpus/$1 extra=() asan_extra= status=0
@@ -100,14 +103,14 @@ fuzz_one() {
   # out-of-memory is libhdf5's, not ours, so this target runs in fork mode and skips OOMs, and a
   # malloc past ASan's limit returns NULL as it would in production (libhdf5 then reports an
   # error, which the reader turns into ours). Crashes and other sanitizer reports still fail it.
-  [[ $t == bert_hdf5 ]] && extra=(-fork=1 -ignore_ooms=1) && asan_extra=allocator_may_return_null=1
+  ignores_ooms "$t" && extra=(-fork=1 -ignore_ooms=1) && asan_extra=allocator_may_return_null=1
   [[ -n ${PRETRAIN_FUZZ_SEED:-} ]] && extra+=(-seed="$PRETRAIN_FUZZ_SEED")
   echo "fuzz $t for ${seconds}s${PRETRAIN_FUZZ_SEED:+ (seed $PRETRAIN_FUZZ_SEED)}"
-  # Fork mode exits non-zero after an ignored out-of-memory too: bert_hdf5 fails on a crash, leak
-  # or timeout reproducer only.
+  # Fork mode exits non-zero after an ignored out-of-memory too: such a target fails on a crash,
+  # leak or timeout reproducer only.
   if ! (cd "$build/corpus" && ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}$asan_extra ../fuzz/fuzz_$t -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
           "${extra[@]}" -artifact_prefix="$t-" -print_final_stats=0 "$t" ${seeds:+"$OLDPWD/$seeds"} >"$t.log" 2>&1) &&
-     ! [[ $t == bert_hdf5 && $(reproducers "$t" "crash|leak|timeout") == 0 ]]; then
+     ! { ignores_ooms "$t" && [[ $(reproducers "$t" "crash|leak|timeout") == 0 ]]; }; then
     tail -n 40 "$build/corpus/$t.log"
     echo "fuzz $t: FAILED (reproducer in $build/corpus/$t-*)" >&2
     status=1

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "formats/doc_shards.h"
 
 namespace pretrain {
 
@@ -34,12 +35,12 @@ struct WikiprepOptions {
   std::string input;       // dump path, or "-" for stdin
   std::string output_dir;  // created when missing
   WikiprepFormat format = WikiprepFormat::jsonl;
-  uint64_t shard_bytes = uint64_t{128} << 20;  // uncompressed bytes per shard
+  uint64_t shard_bytes = DocShardOptions{}.shard_bytes;  // uncompressed bytes per shard
   std::vector<int64_t> namespaces = {0};       // pages in other namespaces are skipped
   bool keep_redirects = false;  // written with empty text, as wikiextractor writes them
   uint64_t min_chars = 0;       // articles whose clean text has fewer code points are dropped
   bool resume = false;
-  int zstd_level = 1;  // as DocShardOptions' default, which says why
+  int zstd_level = DocShardOptions{}.zstd_level;  // its comment says why
   std::vector<std::string> args;  // the command line, for the manifest
   // Tests only: after this many shards are committed (and the manifest says so), stop as a kill
   // would: throw WikiprepInterrupted without committing anything more. 0: never.
