@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Data preparation at corpus scale, measured stage by stage, and projected to the full enwiki.
 #   scripts/bench/scale.sh [--gb 10] [--runs "t1 t2 np2"] [--dir DIR] [--build build] [--keep 0]
+#                          [--stages "wikiprep tokenizer bert128 loader bert512 gpt peer"] [--append 0]
 # The dump: the real shared pages (enwiki, jawiki and elwikivoyage excerpts, as wikiprep.sh builds
 # its input) repeated to >= --gb GB of XML, as a multistream .xml.bz2 like the dumps Wikimedia
 # publishes: a ~256 MB body is compressed once (pbzip2 -9, one stream per block) and repeated
@@ -19,11 +20,15 @@
 # and the same for NVIDIA's scripts (wikiextractor, create_pretraining_data.py) from their per-core
 # rates measured here on slices (wikiextractor on 20 MB of the XML, Google's algorithm on 5 MB of the
 # text; scripts/bench/shards_peer.py).
+# A long measurement can be finished in parts on a shared machine: --stages runs some stages (a run
+# without wikiprep reads the documents a --keep 1 run left in DIR/<run>-docs), --append 1 keeps the
+# rows DIR/results.tsv already has (a stage measured again replaces its row in the tables).
 
 # shellcheck source=scripts/bench/lib.sh
 source "$(dirname "$0")/lib.sh"
-gb=10 runs="t1 t2 np2" dir="" build=build keep=0
-bench_args --gb=gb --runs=runs --dir=dir --build=build --keep=keep -- "$@"
+gb=10 runs="t1 t2 np2" dir="" build=build keep=0 stages="wikiprep tokenizer bert128 loader bert512 gpt peer" append=0
+bench_args --gb=gb --runs=runs --dir=dir --build=build --keep=keep --stages=stages --append=append -- "$@"
+selected() { [[ " $stages " == *" $1 "* ]]; }
 data=$shared_data/wikipedia
 bench_require "$data" "no shared data at $data (set PRETRAIN_SHARED_DATA)"
 bench_require .venv/bin/wikiextractor "no .venv/bin/wikiextractor: run scripts/setup_deps.sh"
@@ -60,7 +65,7 @@ echo "# dump: $((xml_bytes / 1000000)) MB of XML, $(( $(stat -c %s "$dump") / 10
 
 # ---- runs -------------------------------------------------------------------------------------
 results=$dir/results.tsv
-: >"$results"
+((append)) || : >"$results"
 # measure RUN STAGE OUTPUT CMD...: wall, CPU and peak RSS of CMD, the size of OUTPUT at the end, and
 # its peak size while CMD ran (sampled every 2 s; the work files, the token store and the BERT spill
 # buckets, live under the output directory until the end).
@@ -97,11 +102,14 @@ for run in $runs; do
     *) echo "unknown run $run (t1, t2 or np2)" >&2; exit 2 ;;
   esac
   docs=$dir/$run-docs
-  rm -rf "$docs"
-  measure "$run" wikiprep "$docs" "${launch[@]}" "$build/datagen/wikiprep" "$dump" -o "$docs" --threads "$threads" -q
+  if selected wikiprep; then
+    rm -rf "$docs"
+    measure "$run" wikiprep "$docs" "${launch[@]}" "$build/datagen/wikiprep" "$dump" -o "$docs" --threads "$threads" -q
+  fi
+  bench_require "$docs/manifest.json" "scale.sh: no documents in $docs (run the wikiprep stage with --keep 1)"
   printf '%s\ttext bytes\t%s\n' "$run" \
     "$($py -c 'import json, sys; print(json.load(open(sys.argv[1]))["stats"]["text_bytes"])' "$docs/manifest.json")" >>"$results"
-  if [[ $run != np2 ]]; then
+  if [[ $run != np2 ]] && selected tokenizer; then
     first=$(ls "$docs"/docs-*.jsonl.zst | head -1)
     measure "$run" train-tokenizer "$dir/$run-vocab" "$build/tokenizer/train-tokenizer" --kind wordpiece \
       --vocab-size 30522 -o "$dir/$run-vocab" "$first" --threads "$threads" -q
@@ -109,9 +117,10 @@ for run in $runs; do
   fi
   # About 16 MB of text per shard (NVIDIA's enwiki sets have 256-4096 shards): the loader decodes
   # whole shards into its shuffle windows, so a single huge shard would be held in memory whole.
-  text_bytes=$(awk -v r="$run" '$1 == r && $2 == "text" {print $4}' "$results")
+  text_bytes=$(awk -v r="$run" '$1 == r && $2 == "text" {print $4}' "$results" | tail -n 1)
   shards=$((text_bytes / 16000000 + 1))
   for stage in bert128 bert512 gpt; do
+    selected $stage || continue
     out=$dir/$run-$stage
     case $stage in
       bert128) args=(--model bert --tokenizer "$vocab" --seq-len 128 --dupe-factor 5) ;;
@@ -120,7 +129,7 @@ for run in $runs; do
     esac
     measure "$run" "shards $stage" "$out" "${launch[@]}" "$build/datagen/make-pretraining-shards" -i "$docs" \
       -o "$out" "${args[@]}" --num-shards "$shards" --threads "$threads" -q
-    if [[ $stage == bert128 && $run != np2 ]]; then
+    if [[ $stage == bert128 && $run != np2 ]] && selected loader; then
       measure "$run" "loader epoch bert128" "$out/none" "$build/bench/bench_loader" --kind bert --source "$out" \
         --samples 0 --workers "$threads" --batch 64
       grep RESULT "$dir/stdout.txt" | awk -v r="$run" '{print r "\tloader samples\t" $5 "\t" $6}' >>"$results"
@@ -133,29 +142,31 @@ done
 # ---- NVIDIA's scripts, per core, on slices ----------------------------------------------------
 # wikiextractor on 20 MB of the XML, Google's algorithm (shards_peer.py: HF fast tokenizer) on 5 MB
 # of its sentences (Google's format, from wikiprep --format sentences), dupe 5; ours on the same slices in the same run, one thread each.
-$py - "$dir/head.xml" "$dir/body.xml" "$dir/slice.xml" <<'EOF'
+if selected peer; then
+  $py - "$dir/head.xml" "$dir/body.xml" "$dir/slice.xml" <<'EOF'
 import sys
 head, body, out = sys.argv[1], sys.argv[2], sys.argv[3]
 x = open(body, "rb").read(24_000_000)
 end = x.rindex(b"</page>", 0, 20_000_000) + len(b"</page>\n")
 open(out, "wb").write(open(head, "rb").read() + x[:end] + b"</mediawiki>\n")
 EOF
-rm -rf "$dir/we" "$dir/slice-docs" "$dir/slice-sentences"
-measure peer "wikiextractor 20 MB" "$dir/we" .venv/bin/wikiextractor --json --no-templates --processes 1 -o "$dir/we" "$dir/slice.xml"
-measure peer "wikiprep 20 MB" "$dir/slice-docs" "$build/datagen/wikiprep" "$dir/slice.xml" -o "$dir/slice-docs" --threads 1 -q
-"$build/datagen/wikiprep" "$dir/slice.xml" -o "$dir/slice-sentences" --format sentences -q
-$py - "$dir/slice-sentences" "$dir/peer.txt" <<'EOF'
+  rm -rf "$dir/we" "$dir/slice-docs" "$dir/slice-sentences"
+  measure peer "wikiextractor 20 MB" "$dir/we" .venv/bin/wikiextractor --json --no-templates --processes 1 -o "$dir/we" "$dir/slice.xml"
+  measure peer "wikiprep 20 MB" "$dir/slice-docs" "$build/datagen/wikiprep" "$dir/slice.xml" -o "$dir/slice-docs" --threads 1 -q
+  "$build/datagen/wikiprep" "$dir/slice.xml" -o "$dir/slice-sentences" --format sentences -q
+  $py - "$dir/slice-sentences" "$dir/peer.txt" <<'EOF'
 import glob, sys
 text = "".join(open(f, encoding="utf-8").read() for f in sorted(glob.glob(sys.argv[1] + "/sentences-*.txt")))
 cut = text.find("\n\n", 5_000_000)
 open(sys.argv[2], "w", encoding="utf-8").write(text[: cut + 2] if cut > 0 else text)
 EOF
-peer_mb=$($py -c "import os, sys; print(round(os.path.getsize(sys.argv[1]) / 1e6, 1))" "$dir/peer.txt")
-measure peer "create_pretraining_data $peer_mb MB" "$dir/none" .venv/bin/python scripts/bench/shards_peer.py --text "$dir/peer.txt" \
-  --vocab "$vocab" --dupe 5
-measure peer "make-pretraining-shards $peer_mb MB" "$dir/peer-out" "$build/datagen/make-pretraining-shards" -i "$dir/peer.txt" \
-  --tokenizer "$vocab" -o "$dir/peer-out" --dupe-factor 5 --threads 1 -q
-rm -rf "$dir/we" "$dir/slice-docs" "$dir/slice-sentences" "$dir/peer-out"
+  peer_mb=$($py -c "import os, sys; print(round(os.path.getsize(sys.argv[1]) / 1e6, 1))" "$dir/peer.txt")
+  measure peer "create_pretraining_data $peer_mb MB" "$dir/none" .venv/bin/python scripts/bench/shards_peer.py --text "$dir/peer.txt" \
+    --vocab "$vocab" --dupe 5
+  measure peer "make-pretraining-shards $peer_mb MB" "$dir/peer-out" "$build/datagen/make-pretraining-shards" -i "$dir/peer.txt" \
+    --tokenizer "$vocab" -o "$dir/peer-out" --dupe-factor 5 --threads 1 -q
+  rm -rf "$dir/we" "$dir/slice-docs" "$dir/slice-sentences" "$dir/peer-out"
+fi
 
 # ---- tables -----------------------------------------------------------------------------------
 $py - "$results" "$xml_bytes" "$(stat -c %s "$dump")" <<'EOF'
