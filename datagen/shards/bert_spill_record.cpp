@@ -13,7 +13,11 @@ namespace {
 constexpr uint8_t kNarrow = 16;  // the flag of a record whose ids are u16
 
 bool fits_u16(const std::vector<TokenId32>& ids) {
-  return std::all_of(ids.begin(), ids.end(), [](TokenId32 id) { return id >= 0 && id < 65536; });
+  // An OR over the ids' bits, branch-free so it vectorizes (all_of's early exit did not: 2% of
+  // make-pretraining-shards' CPU); a negative id sets the high bits as one past 65535 does.
+  uint32_t bits = 0;
+  for (TokenId32 id : ids) bits |= uint32_t(id);
+  return bits < 65536;
 }
 
 // Writes `ids` at q as int32 or u16; returns the end.
