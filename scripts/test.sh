@@ -31,9 +31,13 @@ cmake --build build -j "$jobs"
 step "tests (build/)"
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
 
+# The sanitizer builds keep line tables only (-g1): their reports still name file and line, and
+# they build with ~9% less CPU than with full debug info (the suite's 25 minutes are mostly builds).
+line_tables=(-DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1)
+
 if [[ "${PRETRAIN_SKIP_ASAN:-0}" != 1 ]]; then
   step "unit tests under ASan+UBSan (build-asan/)"
-  asan_config=(-DCMAKE_BUILD_TYPE=Debug -DPRETRAIN_SANITIZE=ON -DPRETRAIN_CUDA=OFF -DPRETRAIN_WERROR=ON)
+  asan_config=(-DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" -DPRETRAIN_SANITIZE=ON -DPRETRAIN_CUDA=OFF -DPRETRAIN_WERROR=ON)
   asan_cc=()
   if command -v clang++ >/dev/null; then
     asan_cc=(CC=clang CXX=clang++)
@@ -53,7 +57,7 @@ if [[ "${PRETRAIN_SKIP_TSAN:-0}" != 1 ]]; then
   # Debian's oneTBB is not instrumented, so tests/tsan.supp drops reports whose stacks pass
   # through libtbb; everything our own threads hand over is checked.
   step "loader tests under ThreadSanitizer (build-tsan/)"
-  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPRETRAIN_TSAN=ON -DPRETRAIN_CUDA=OFF -DPRETRAIN_WERROR=ON \
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" -DPRETRAIN_TSAN=ON -DPRETRAIN_CUDA=OFF -DPRETRAIN_WERROR=ON \
     >build-tsan.configure.log 2>&1 || { cat build-tsan.configure.log; exit 1; }
   cmake --build build-tsan -j "$jobs" --target pretrain_tsan_tests
   TSAN_OPTIONS="suppressions=$root/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
