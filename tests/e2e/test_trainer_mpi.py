@@ -222,14 +222,13 @@ def main():
                 break
         # Only this job's rank 1: ctest runs other tests' bert_pretrain ranks beside this one.
         victim = None
-        ours = descendants(p.pid)
-        for pid in subprocess.run(["pgrep", "-f", "bert_pretrain"], capture_output=True, text=True).stdout.split():
+        for pid in descendants(p.pid):
             try:
                 with open(f"/proc/{pid}/environ", "rb") as f:
                     env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-                if env.get(b"OMPI_COMM_WORLD_RANK") == b"1" and int(pid) in ours:
-                    victim = int(pid)
-            except (OSError, ValueError):
+                if env.get(b"OMPI_COMM_WORLD_RANK") == b"1":
+                    victim = pid
+            except OSError:
                 pass
         if victim is None:
             p.kill()
