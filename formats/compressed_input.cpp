@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "common/error.h"
@@ -63,7 +64,7 @@ class CompressedWindow {
  public:
   explicit CompressedWindow(FileDescriptor& file) : file_(file) {}
 
-  const char* data() const { return buf_.data() + pos_; }
+  const char* data() const { return buf_.get() + pos_; }
   size_t size() const { return len_ - pos_; }
   void consume(size_t n) { pos_ += n; }
   uint64_t offset() const { return base_ + pos_; }
@@ -73,14 +74,20 @@ class CompressedWindow {
   size_t fill(size_t want = 1) {
     if (size() >= want || eof_) return size();
     if (pos_ > 0) {  // keep the unused bytes, drop the rest
-      std::memmove(buf_.data(), data(), size());
+      std::memmove(buf_.get(), data(), size());
       base_ += pos_;
       len_ -= pos_;
       pos_ = 0;
     }
-    buf_.resize(std::max({buf_.size(), kRawReadBytes, want}));
+    if (want > capacity_) {  // not zero-filled: read() writes what is used
+      const size_t capacity = std::max({capacity_, kRawReadBytes, want});
+      auto more = std::make_unique_for_overwrite<char[]>(capacity);
+      if (len_ > 0) std::memcpy(more.get(), buf_.get(), len_);
+      buf_ = std::move(more);
+      capacity_ = capacity;
+    }
     while (len_ < want) {
-      size_t got = file_.read(buf_.data() + len_, buf_.size() - len_);
+      size_t got = file_.read(buf_.get() + len_, capacity_ - len_);
       if (got == 0) {
         eof_ = true;
         break;
@@ -92,7 +99,8 @@ class CompressedWindow {
 
  private:
   FileDescriptor& file_;
-  std::vector<char> buf_;
+  std::unique_ptr<char[]> buf_;
+  size_t capacity_ = 0;
   size_t pos_ = 0, len_ = 0;
   uint64_t base_ = 0;  // file offset of buf_[0]
   bool eof_ = false;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <ostream>
 
 #include "common/error.h"
@@ -189,7 +190,8 @@ namespace {
 // Lines of any length from a byte source; a line inside the buffer is returned without a copy.
 class LineReader {
  public:
-  explicit LineReader(std::unique_ptr<ByteSource> source) : source_(std::move(source)), buf_(kReadBytes) {}
+  explicit LineReader(std::unique_ptr<ByteSource> source)
+      : source_(std::move(source)), buf_(std::make_unique_for_overwrite<char[]>(kReadBytes)) {}
   uint64_t file_bytes_read() const { return source_->file_bytes_read(); }  // compressed, read ahead
 
   bool next(std::string_view& line) {
@@ -197,7 +199,7 @@ class LineReader {
     carry_.clear();
     for (;;) {
       if (pos_ == len_) {
-        len_ = source_->read(buf_.data(), buf_.size());
+        len_ = source_->read(buf_.get(), kReadBytes);
         pos_ = 0;
         if (len_ == 0) {
           if (!carried) return false;
@@ -206,7 +208,7 @@ class LineReader {
           return true;
         }
       }
-      const char* start = buf_.data() + pos_;
+      const char* start = buf_.get() + pos_;
       const char* newline = static_cast<const char*>(std::memchr(start, '\n', len_ - pos_));
       if (newline) {
         size_t n = static_cast<size_t>(newline - start);
@@ -229,7 +231,7 @@ class LineReader {
 
  private:
   std::unique_ptr<ByteSource> source_;
-  std::vector<char> buf_;
+  std::unique_ptr<char[]> buf_;  // not zero-filled: a file shorter than it touches only what it reads
   size_t pos_ = 0, len_ = 0;
   std::string carry_;
   int64_t line_number_ = 0;

@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const fuzz::ScratchFile& input = (mode & 2) ? input_bz2 : input_xml;
   input.write((mode & 2) ? bz2_compress(data + 1, size - 1)
                          : std::string(reinterpret_cast<const char*>(data + 1), size - 1));
-  static const std::string out_dir = "/tmp/fuzz-wikiprep-out-" + std::to_string(::getpid());
+  static const std::string out_dir = fuzz::scratch_dir() + "/fuzz-wikiprep-out-" + std::to_string(::getpid());
   std::filesystem::remove_all(out_dir);
 
   WikiprepOptions o;
