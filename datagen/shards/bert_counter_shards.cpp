@@ -167,19 +167,17 @@ void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, co
   auto make_instances = [&](Batch* b) {
     b->out.assign(n_buckets, {});
     b->n.assign(n_buckets, 0);
-    std::vector<BertInstance> instances;
     for (size_t d = b->begin; d < b->end; ++d) {
-      instances.clear();
       const uint64_t global = corpus.global(d);
       CounterRng rng(o.seed, global, uint64_t(b->pass));
-      create_instances_from_document(corpus, d, o.instances, vocab, rng, instances);
-      for (size_t k = 0; k < instances.size(); ++k) {
+      uint64_t k = 0;  // the instance's index in its document and pass
+      create_instances_from_document(corpus, d, o.instances, vocab, rng, [&](BertInstance& instance) {
         const uint64_t h = CounterRng::mix(CounterRng::mix(CounterRng::mix(o.seed ^ kBucketStream) ^ global) ^
-                                           (uint64_t(b->pass) << 32 | k));
-        const size_t bucket = size_t(bins.bin_of(instances[k].tokens.size())) * per_bin + size_t(h % per_bin);
-        append_spill_record(instances[k], b->out[bucket]);
+                                           (uint64_t(b->pass) << 32 | k++));
+        const size_t bucket = size_t(bins.bin_of(instance.tokens.size())) * per_bin + size_t(h % per_bin);
+        append_spill_record(instance, b->out[bucket]);
         ++b->n[bucket];
-      }
+      });
     }
   };
   auto append_to_buckets = [&](const Batch* b) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string_view>
 #include <unordered_map>
 
@@ -139,7 +140,7 @@ void create_masked_lm_predictions(BertInstance& inst, const BertInstanceOptions&
 
 template <typename Rng>
 void create_instances_from_document(const DocumentCorpus& corpus, size_t document, const BertInstanceOptions& options,
-                                    const BertMaskVocab& vocab, Rng& rng, std::vector<BertInstance>& out) {
+                                    const BertMaskVocab& vocab, Rng& rng, const InstanceSink& emit) {
   const int64_t num_sentences = static_cast<int64_t>(corpus.num_sentences(document));
   const int64_t num_documents = static_cast<int64_t>(corpus.num_documents());
   if (num_sentences == 0) return;
@@ -158,6 +159,7 @@ void create_instances_from_document(const DocumentCorpus& corpus, size_t documen
   std::vector<int64_t> chunk;  // sentence indexes
   int64_t current_length = 0;
   Segment a, b;
+  BertInstance inst;  // refilled for each instance
   for (int64_t i = 0; i < num_sentences; ++i) {
     chunk.push_back(i);
     current_length += static_cast<int64_t>(corpus.sentence(document, i).size());
@@ -194,13 +196,12 @@ void create_instances_from_document(const DocumentCorpus& corpus, size_t documen
     }
     truncate_seq_pair(a, b, static_cast<size_t>(max_num_tokens), rng);
 
-    BertInstance inst;
     inst.is_random_next = is_random_next;
     inst.short_target = short_target;
     inst.forced_random_next = is_random_next && forced;
     inst.first_of_document = first;
     first = false;
-    inst.tokens.reserve(a.size() + b.size() + 3);
+    inst.tokens.clear();
     inst.tokens.push_back(vocab.cls);
     inst.tokens.insert(inst.tokens.end(), a.buffer.begin() + a.begin, a.buffer.begin() + a.end);
     inst.tokens.push_back(vocab.sep);
@@ -209,7 +210,7 @@ void create_instances_from_document(const DocumentCorpus& corpus, size_t documen
     inst.tokens.push_back(vocab.sep);
     inst.segment_ids.resize(inst.tokens.size(), 1);
     create_masked_lm_predictions(inst, options, vocab, rng);
-    out.push_back(std::move(inst));
+    emit(inst);
 
     chunk.clear();
     current_length = 0;
@@ -239,17 +240,37 @@ class ShuffledDocuments final : public DocumentCorpus {
 
 }  // namespace
 
-std::vector<BertInstance> create_training_instances_python(const DocumentCorpus& corpus,
-                                                           const BertInstanceOptions& options,
-                                                           const BertMaskVocab& vocab, int dupe_factor, int64_t seed) {
+std::vector<uint32_t> create_training_instances_python(const DocumentCorpus& corpus, const BertInstanceOptions& options,
+                                                       const BertMaskVocab& vocab, int dupe_factor, int64_t seed,
+                                                       const InstanceSink& emit) {
   PythonRandom rng(seed);
   ShuffledDocuments documents(corpus);
   rng.shuffle(documents.order);
-  std::vector<BertInstance> instances;
+  uint32_t made = 0;
+  const InstanceSink count = [&](BertInstance& instance) {
+    if (made == UINT32_MAX) throw Error("--rng python: more than 2^32 - 1 instances");
+    ++made;
+    emit(instance);
+  };
   for (int pass = 0; pass < dupe_factor; ++pass)
     for (size_t d = 0; d < documents.num_documents(); ++d)
-      create_instances_from_document(documents, d, options, vocab, rng, instances);
-  rng.shuffle(instances);
+      create_instances_from_document(documents, d, options, vocab, rng, count);
+  // Shuffling indexes draws what shuffling the instances draws, as for the documents above.
+  std::vector<uint32_t> order(made);
+  std::iota(order.begin(), order.end(), 0u);
+  rng.shuffle(order);
+  return order;
+}
+
+std::vector<BertInstance> create_training_instances_python(const DocumentCorpus& corpus,
+                                                           const BertInstanceOptions& options,
+                                                           const BertMaskVocab& vocab, int dupe_factor, int64_t seed) {
+  std::vector<BertInstance> made;
+  const std::vector<uint32_t> order = create_training_instances_python(
+      corpus, options, vocab, dupe_factor, seed, [&made](BertInstance& instance) { made.push_back(instance); });
+  std::vector<BertInstance> instances;
+  instances.reserve(order.size());
+  for (uint32_t k : order) instances.push_back(std::move(made[k]));
   return instances;
 }
 
@@ -279,10 +300,9 @@ BertMaskVocab make_bert_mask_vocab(const std::vector<std::string>& entries, cons
 }
 
 template void create_instances_from_document<PythonRandom>(const DocumentCorpus&, size_t, const BertInstanceOptions&,
-                                                           const BertMaskVocab&, PythonRandom&,
-                                                           std::vector<BertInstance>&);
+                                                           const BertMaskVocab&, PythonRandom&, const InstanceSink&);
 template void create_instances_from_document<CounterRng>(const DocumentCorpus&, size_t, const BertInstanceOptions&,
-                                                         const BertMaskVocab&, CounterRng&, std::vector<BertInstance>&);
+                                                         const BertMaskVocab&, CounterRng&, const InstanceSink&);
 template void create_masked_lm_predictions<PythonRandom>(BertInstance&, const BertInstanceOptions&,
                                                          const BertMaskVocab&, PythonRandom&);
 template void create_masked_lm_predictions<CounterRng>(BertInstance&, const BertInstanceOptions&, const BertMaskVocab&,

@@ -8,6 +8,7 @@
 // each (document, pass) has its own stream and documents can be processed in parallel.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -72,11 +73,25 @@ struct BertInstance {
   BertRecord to_record(int seq_len, int max_predictions) const;  // the same as one record
 };
 
-// create_instances_from_document() for one document, appending to `out`. Rng is PythonRandom or
-// CounterRng. Documents without sentences give nothing (the Python code removes them earlier).
+// Receives each instance as it is made. The instance is one object that the maker refills for the
+// next: a sink copies what it keeps (a spill record, say), and its vectors' capacity is reused, so
+// making an instance allocates nothing.
+using InstanceSink = std::function<void(BertInstance& instance)>;
+
+// create_instances_from_document() for one document, handing each instance to `emit` in order.
+// Rng is PythonRandom or CounterRng. Documents without sentences give nothing (the Python code
+// removes them earlier).
 template <typename Rng>
 void create_instances_from_document(const DocumentCorpus& corpus, size_t document, const BertInstanceOptions& options,
-                                    const BertMaskVocab& vocab, Rng& rng, std::vector<BertInstance>& out);
+                                    const BertMaskVocab& vocab, Rng& rng, const InstanceSink& emit);
+
+// The same, appending copies to `out`.
+template <typename Rng>
+void create_instances_from_document(const DocumentCorpus& corpus, size_t document, const BertInstanceOptions& options,
+                                    const BertMaskVocab& vocab, Rng& rng, std::vector<BertInstance>& out) {
+  create_instances_from_document(corpus, document, options, vocab, rng,
+                                 InstanceSink([&out](BertInstance& instance) { out.push_back(instance); }));
+}
 
 // create_masked_lm_predictions() on inst.tokens (fills the masked fields).
 template <typename Rng>
@@ -86,7 +101,14 @@ void create_masked_lm_predictions(BertInstance& inst, const BertInstanceOptions&
 // create_training_instances() as the Python script runs it with one random.Random(seed): shuffle
 // the (non-empty) documents, then dupe_factor passes over every document, then shuffle all the
 // instances. Sequential by nature; this is the --rng python path. The corpus is read, not copied
-// (a TokenStore serves as it is).
+// (a TokenStore serves as it is). Each instance goes to `emit` in the order it is made; the
+// result is the final shuffle, as the order in which to output them: its k-th entry is the index,
+// in making order, of the script's k-th instance.
+std::vector<uint32_t> create_training_instances_python(const DocumentCorpus& corpus, const BertInstanceOptions& options,
+                                                       const BertMaskVocab& vocab, int dupe_factor, int64_t seed,
+                                                       const InstanceSink& emit);
+
+// The same, as the list of instances the script returns.
 std::vector<BertInstance> create_training_instances_python(const DocumentCorpus& corpus,
                                                            const BertInstanceOptions& options,
                                                            const BertMaskVocab& vocab, int dupe_factor, int64_t seed);
