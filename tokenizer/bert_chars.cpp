@@ -73,14 +73,14 @@ uint8_t flags_for(char32_t c, bool python, const icu::Normalizer2& nfd) {
   return f;
 }
 
-const icu::Normalizer2& nfd_instance() {
+}  // namespace
+
+const icu::Normalizer2& bert_nfd() {
   UErrorCode status = U_ZERO_ERROR;
   const icu::Normalizer2* nfd = icu::Normalizer2::getNFDInstance(status);
-  if (U_FAILURE(status)) std::abort();  // ICU's data is part of the library; this cannot fail
+  if (U_FAILURE(status)) std::abort();
   return *nfd;
 }
-
-}  // namespace
 
 BertCharFlags::BertCharFlags(bool python_rules)
     : python_(python_rules),
@@ -91,7 +91,7 @@ void BertCharFlags::build(size_t page) const {
   static std::mutex mutex;
   const std::lock_guard lock(mutex);
   if (ready_[page].load(std::memory_order_relaxed)) return;  // another thread built it meanwhile
-  const icu::Normalizer2& nfd = nfd_instance();
+  const icu::Normalizer2& nfd = bert_nfd();
   const char32_t first = static_cast<char32_t>(page << kPageBits);
   for (char32_t c = first; c < first + (char32_t{1} << kPageBits); ++c) flags_[c] = flags_for(c, python_, nfd);
   ready_[page].store(true, std::memory_order_release);

@@ -12,6 +12,8 @@
 //
 // Both: punctuation = ASCII 33–47, 58–64, 91–96, 123–126 or a P* category.
 #pragma once
+#include <unicode/normalizer2.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -58,5 +60,9 @@ const BertCharFlags& bert_char_flags(bool python_rules);
 // Rust's char::to_lowercase: the full, context-free lowercase mapping (U+0130 'İ' → "i̇", the only
 // unconditional one-to-many mapping; Σ always → σ). Writes 1 or 2 code points, returns the count.
 int bert_lowercase(char32_t cp, char32_t out[2]);
+
+// ICU's NFD normalizer, for kBertNfdInert and strip_accents. ICU's own data: it cannot fail once
+// linked (aborts if it does).
+const icu::Normalizer2& bert_nfd();
 
 }  // namespace pretrain

@@ -12,13 +12,6 @@
 namespace pretrain {
 namespace {
 
-const icu::Normalizer2& nfd_instance() {
-  UErrorCode status = U_ZERO_ERROR;
-  const icu::Normalizer2* nfd = icu::Normalizer2::getNFDInstance(status);
-  if (U_FAILURE(status)) std::abort();  // ICU's own data; cannot fail once linked
-  return *nfd;
-}
-
 std::u32string decode(std::string_view text) {
   std::u32string cps;
   const auto* p = reinterpret_cast<const uint8_t*>(text.data());
@@ -45,7 +38,7 @@ void nfd_in_place(std::u32string& cps, bool hf_tables) {
     icu::UnicodeString s = icu::UnicodeString::fromUTF32(reinterpret_cast<const UChar32*>(cps.data() + begin),
                                                          static_cast<int32_t>(end - begin));
     UErrorCode status = U_ZERO_ERROR;
-    icu::UnicodeString d = nfd_instance().normalize(s, status);
+    icu::UnicodeString d = bert_nfd().normalize(s, status);
     if (U_FAILURE(status)) std::abort();  // only on memory exhaustion
     for (int32_t i = 0; i < d.length(); i = d.moveIndex32(i, 1)) out.push_back(static_cast<char32_t>(d.char32At(i)));
     if (end < cps.size()) out.push_back(cps[end]);
