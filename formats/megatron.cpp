@@ -59,7 +59,8 @@ static constexpr size_t kWriteBufferBytes = 8 << 20;  // one write() per 8 MB of
 
 MegatronWriter::MegatronWriter(const std::string& prefix, MegatronDType dtype)
     : prefix_(prefix), dtype_(dtype), itemsize_(megatron_itemsize(dtype)),
-      bin_(megatron_bin_path(prefix)), buffer_(kWriteBufferBytes) {}
+      bin_(megatron_bin_path(prefix)),
+      buffer_(std::make_unique_for_overwrite<uint8_t[]>(kWriteBufferBytes)) {}
 
 MegatronWriter::~MegatronWriter() = default;  // the AtomicFiles remove uncommitted temp files
 
@@ -123,9 +124,9 @@ void MegatronWriter::append(std::span<const T> tokens) {
   const size_t buffered_before = buffered_;
   bool flushed = false;
   for (size_t done = 0; done < tokens.size();) {
-    if (buffered_ + itemsize_ > buffer_.size()) flush_buffer(), flushed = true;
-    const size_t n = std::min(tokens.size() - done, (buffer_.size() - buffered_) / itemsize_);
-    const size_t bad = convert_to(dtype_, tokens.data() + done, n, buffer_.data() + buffered_);
+    if (buffered_ + itemsize_ > kWriteBufferBytes) flush_buffer(), flushed = true;
+    const size_t n = std::min(tokens.size() - done, (kWriteBufferBytes - buffered_) / itemsize_);
+    const size_t bad = convert_to(dtype_, tokens.data() + done, n, buffer_.get() + buffered_);
     if (bad != n) {
       if (flushed) broken_ = true;
       else buffered_ = buffered_before;
@@ -174,7 +175,7 @@ void MegatronWriter::write_out(const void* data, size_t n) {
 }
 
 void MegatronWriter::flush_buffer() {
-  if (buffered_) write_out(buffer_.data(), buffered_);
+  if (buffered_) write_out(buffer_.get(), buffered_);
   buffered_ = 0;
 }
 
@@ -185,7 +186,7 @@ void MegatronWriter::finalize() {
                      cat(lengths_.size() - uint64_t(document_indices_.back()),
                          " sequences were added after the last end_document(); call end_document() before finalize()"));
   flush_buffer();
-  buffer_ = {};
+  buffer_.reset();
 
   idx_.emplace(megatron_idx_path(prefix_));
   Xxh3Stream idx_hash;

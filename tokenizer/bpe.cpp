@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <string_view>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -42,10 +44,18 @@ constexpr AddedTokenFlags kBpeAddedFlags{};
 
 // What a loader hands over: the vocabulary (id → spelling in the byte alphabet), the merges, the
 // added tokens and the ByteLevel options.
+// Spelling → id, looked up by string_view without making a string (50k merges look up three
+// spellings each at load).
+struct SpellingHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using SpellingIds = std::unordered_map<std::string, TokenId, SpellingHash, std::equal_to<>>;
+
 struct BpeSpec {
   std::string source;
   std::vector<std::string> tokens;  // "" for ids the vocabulary skips
-  std::unordered_map<std::string, TokenId> vocab;
+  SpellingIds vocab;
   std::unique_ptr<BpeMerges> merges;
   AddedVocabulary added;
   bool add_prefix_space = false;
@@ -101,19 +111,20 @@ void start_merges(BpeSpec& spec, const Where& where) {
   spec.merges = std::make_unique<BpeMerges>(byte_ids, std::move(bytes));
 }
 
-// Merge "left right" (spellings) as the next rank; an error names `where` when a part or the
-// result is not in the vocabulary.
-void add_merge(BpeSpec& spec, std::string_view left, std::string_view right, const Where& where) {
-  auto lookup = [&](const std::string& token, const char* what) {
+// Merge "left right" (spellings) as the next rank; an error names where() when a part or the
+// result is not in the vocabulary. `joined` is scratch for left + right.
+template <typename WhereFn>
+void add_merge(BpeSpec& spec, std::string_view left, std::string_view right, std::string& joined, WhereFn where) {
+  auto lookup = [&](std::string_view token, const char* what) {
     auto it = spec.vocab.find(token);
     if (it == spec.vocab.end())
-      throw Error(where, cat("the merge's ", what, " \"", token, "\" is not in the vocabulary"));
+      throw Error(where(), cat("the merge's ", what, " \"", token, "\" is not in the vocabulary"));
     return it->second;
   };
-  std::string l(left), r(right);
-  TokenId a = lookup(l, "left part");
-  TokenId b = lookup(r, "right part");
-  TokenId m = lookup(l + r, "result");
+  TokenId a = lookup(left, "left part");
+  TokenId b = lookup(right, "right part");
+  joined.assign(left).append(right);
+  TokenId m = lookup(joined, "result");
   spec.merges->add(a, b, m);
 }
 
@@ -183,7 +194,7 @@ class BpeTokenizer final : public Tokenizer {
 
   std::optional<TokenId> token_to_id(std::string_view token) const override {
     if (const AddedToken* a = added_.find(token)) return a->id;
-    auto it = vocab_.find(std::string(token));
+    auto it = vocab_.find(token);
     if (it == vocab_.end()) return std::nullopt;
     return it->second;
   }
@@ -285,7 +296,7 @@ class BpeTokenizer final : public Tokenizer {
 
   std::string source_;
   std::vector<std::string> tokens_;
-  std::unordered_map<std::string, TokenId> vocab_;
+  SpellingIds vocab_;
   std::unique_ptr<BpeMerges> merges_;
   AddedVocabulary added_;
   bool add_prefix_space_;
@@ -313,20 +324,24 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(const std::string& vocab_path, con
   spec.source = vocab_path + " + " + merges_path;
   {
     std::string text = read_file(vocab_path);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw Error(Where::at_line(vocab_path, line_of_offset(text, e.byte ? e.byte - 1 : 0)),
-                  cat("not valid JSON: ", e.what()));
+    auto entries = read_flat_vocab_json(text);
+    if (!entries) {  // not the usual shape: the document's errors say what is wrong
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(text);
+      } catch (const nlohmann::json::parse_error& e) {
+        throw Error(Where::at_line(vocab_path, line_of_offset(text, e.byte ? e.byte - 1 : 0)),
+                    cat("not valid JSON: ", e.what()));
+      }
+      if (!j.is_object()) throw Error(Where::at_line(vocab_path, 1), "expected a JSON object of token → id");
+      entries = read_vocab_object(j, Where{vocab_path});
     }
-    if (!j.is_object()) throw Error(Where::at_line(vocab_path, 1), "expected a JSON object of token → id");
-    add_vocab(spec, read_vocab_object(j, Where{vocab_path}), Where{vocab_path});
+    add_vocab(spec, *entries, Where{vocab_path});
     start_merges(spec, Where{vocab_path});
   }
   std::ifstream in(merges_path, std::ios::binary);
   if (!in) throw_errno("cannot open", merges_path);
-  std::string line;
+  std::string line, joined;
   int64_t line_no = 0;
   int64_t first_blank_line = 0;
   while (std::getline(in, line)) {
@@ -338,13 +353,13 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(const std::string& vocab_path, con
       if (!first_blank_line) first_blank_line = line_no;
       continue;
     }
-    Where where = Where::at_line(merges_path, line_no);
+    auto where = [&] { return Where::at_line(merges_path, line_no); };
     if (first_blank_line)
       throw Error(Where::at_line(merges_path, first_blank_line), "expected a merge \"left right\", found an empty line");
     size_t space = line.find(' ');
     if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos)
-      throw Error(where, cat("expected a merge of two tokens separated by one space, found \"", line, "\""));
-    add_merge(spec, std::string_view(line).substr(0, space), std::string_view(line).substr(space + 1), where);
+      throw Error(where(), cat("expected a merge of two tokens separated by one space, found \"", line, "\""));
+    add_merge(spec, std::string_view(line).substr(0, space), std::string_view(line).substr(space + 1), joined, where);
   }
   if (in.bad()) throw Error(Where{merges_path}, "read error");
   std::vector<AddedToken> added;
@@ -378,8 +393,10 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_hf(const TokenizerJson& j, co
 
   add_vocab(spec, j.vocab, Where{j.source});
   start_merges(spec, Where{j.source});
+  std::string joined;
   for (size_t i = 0; i < j.merges.size(); ++i)
-    add_merge(spec, j.merges[i].first, j.merges[i].second, Where::at_record(j.source, static_cast<int64_t>(i)));
+    add_merge(spec, j.merges[i].first, j.merges[i].second, joined,
+              [&] { return Where::at_record(j.source, static_cast<int64_t>(i)); });
   spec.added = AddedVocabulary(j.added_tokens, kBpeAddedFlags, j.source);
   return std::make_unique<BpeTokenizer>(std::move(spec), options);
 }

@@ -2,8 +2,10 @@
 // field checked for its JSON type here so that the models only judge values.
 #include "tokenizer/tokenizer_json.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -140,6 +142,59 @@ std::vector<std::pair<std::string, TokenId>> read_vocab_object(const nlohmann::j
     vocab.emplace_back(token, static_cast<TokenId>(id));
   }
   return vocab;
+}
+
+namespace {
+
+// SAX events of a flat {"token": id, …} object into (token, id) pairs in file order; anything
+// else stops the parse (the caller falls back to the document).
+class FlatVocabSax final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::vector<std::pair<std::string, TokenId>> entries;
+
+  bool start_object(std::size_t) override { return depth_++ == 0; }
+  bool end_object() override { return --depth_ == 0; }
+  bool key(string_t& token) override {
+    key_ = std::move(token);
+    return true;
+  }
+  bool number_integer(number_integer_t id) override { return add(id >= 0 ? uint64_t(id) : UINT64_MAX); }
+  bool number_unsigned(number_unsigned_t id) override { return add(id); }
+  bool null() override { return false; }
+  bool boolean(bool) override { return false; }
+  bool number_float(number_float_t, const string_t&) override { return false; }
+  bool string(string_t&) override { return false; }
+  bool binary(binary_t&) override { return false; }
+  bool start_array(std::size_t) override { return false; }
+  bool end_array() override { return false; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  bool add(uint64_t id) {
+    if (depth_ != 1 || id >= uint64_t(kMaxTokenId)) return false;
+    entries.emplace_back(std::move(key_), TokenId(id));
+    return true;
+  }
+  int depth_ = 0;
+  std::string key_;
+};
+
+}  // namespace
+
+std::optional<std::vector<std::pair<std::string, TokenId>>> read_flat_vocab_json(std::string_view text) {
+  FlatVocabSax sax;
+  if (!nlohmann::json::sax_parse(text, &sax)) return std::nullopt;
+  // A repeated key (the document keeps its last value) or id (an error that names two tokens in
+  // key order): left to the document. Otherwise its entries are these, sorted by key; in file
+  // order they build the same vocabulary, and sorting them cost as much as the parse.
+  std::vector<uint8_t> id_seen;
+  std::unordered_set<std::string_view> keys;
+  keys.reserve(sax.entries.size());
+  for (const auto& [token, id] : sax.entries) {
+    if (size_t(id) >= id_seen.size()) id_seen.resize(std::max(size_t(id) + 1, 2 * id_seen.size()));
+    if (id_seen[size_t(id)]++ || !keys.insert(token).second) return std::nullopt;
+  }
+  return std::move(sax.entries);
 }
 
 TokenizerJson parse_tokenizer_json(const nlohmann::json& j, const std::string& source) {

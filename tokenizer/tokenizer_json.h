@@ -6,6 +6,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -61,5 +62,12 @@ TokenizerJson parse_tokenizer_json(const nlohmann::json& tokenizer_json, const s
 // A token → id object: tokenizer.json's model.vocab, GPT-2's encoder.json / vocab.json. In the
 // object's (key) order; an id that is not an integer in [0, kMaxTokenId) is an Error at `where`.
 std::vector<std::pair<std::string, TokenId>> read_vocab_object(const nlohmann::json& object, const Where& where);
+
+// The entries of the JSON text of such an object (GPT-2's 1 MB encoder.json) without building the
+// JSON document, whose std::map of 50k values was half of make-pretraining-shards' GPT start-up:
+// read_vocab_object()'s entries, but in the file's order. Returns nothing unless the text is a
+// flat object of integer ids in range with no key or id twice: the caller then reads it as a
+// document, whose errors name what is wrong.
+std::optional<std::vector<std::pair<std::string, TokenId>>> read_flat_vocab_json(std::string_view text);
 
 }  // namespace pretrain

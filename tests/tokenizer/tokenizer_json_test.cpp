@@ -5,12 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "test_util.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/gpt2_pretokenize.h"
@@ -215,6 +217,40 @@ TEST(TokenizerJson, ModelsRefuseOtherPipelines) {
   EXPECT_NE(e.find("expected a BPE model"), std::string::npos) << e;
   e = error_message([&] { make_wordpiece_tokenizer_from_hf(bpe_json(), "gpt.json", {}); });
   EXPECT_NE(e.find("expected a WordPiece model"), std::string::npos) << e;
+}
+
+// read_flat_vocab_json (the encoder.json fast path) gives read_vocab_object's entries, in file
+// order, and declines every text whose document would say something else or raise an error.
+std::vector<std::pair<std::string, TokenId>> sorted(std::vector<std::pair<std::string, TokenId>> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(TokenizerJson, FlatVocabFastPathMatchesTheDocument) {
+  const std::string text = R"({"b": 1, "a": 0, "\u0120the": 2, "caf\u00e9": 16777215, "x\"y": 3})";
+  auto fast = read_flat_vocab_json(text);
+  ASSERT_TRUE(fast);
+  EXPECT_EQ((*fast)[0], (std::pair<std::string, TokenId>{"b", 1}));  // file order
+  EXPECT_EQ(sorted(*fast), read_vocab_object(nlohmann::json::parse(text), Where{"v.json"}));
+  EXPECT_EQ(sorted(*fast)[0].first, "a");
+  EXPECT_TRUE(read_flat_vocab_json("{}") && read_flat_vocab_json("{}")->empty());
+  for (const char* declined : {
+           R"({"a": 0, "a": 1})",        // a key twice: the document keeps the last
+           R"({"a": 0, "b": 0})",        // an id twice: an error naming both
+           R"({"a": -1})", R"({"a": 16777216})", R"({"a": 1.0})", R"({"a": "1"})", R"({"a": null})",
+           R"({"a": true})", R"({"a": [1]})", R"({"a": {"b": 1}})", R"([1, 2])", "7", R"({"a": 1)",
+           R"({"a": 1} x)", ""}) {
+    EXPECT_FALSE(read_flat_vocab_json(declined)) << declined;
+  }
+}
+
+TEST(TokenizerJson, Gpt2EncoderFastPathMatchesTheDocument) {
+  PRETRAIN_REQUIRE_SHARED(encoder, "vocab/gpt2-encoder.json");
+  const std::string text = read_file(encoder);
+  auto fast = read_flat_vocab_json(text);
+  ASSERT_TRUE(fast);
+  EXPECT_EQ(fast->size(), 50257u);
+  EXPECT_EQ(sorted(*fast), read_vocab_object(nlohmann::json::parse(text), Where{encoder}));
 }
 
 }  // namespace
