@@ -3,7 +3,9 @@
 //     decode(encode(repair_utf8(x))) == repair_utf8(x) (with GPT-2's files when the shared data is
 //     there, and always with a tiny vocabulary built in code: 256 byte tokens and a few merges);
 //   - as token ids (pairs of bytes): decode gives valid UTF-8;
-//   - as a merges file for the tiny vocabulary: it loads or throws pretrain::Error, nothing else.
+//   - as a merges file for the tiny vocabulary: it loads or throws pretrain::Error, nothing else;
+//   - as an encoder.json: the fast reader declines it or gives the JSON document's entries.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,6 +21,7 @@
 #include "test_util.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/gpt2_pretokenize.h"
+#include "tokenizer/tokenizer_json.h"
 
 namespace {
 
@@ -92,6 +95,21 @@ void check_merges_file(std::string_view in) {
   }
 }
 
+void check_vocab_json(std::string_view in) {
+  auto fast = read_flat_vocab_json(in);
+  if (!fast) return;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) __builtin_trap();
+  std::vector<std::pair<std::string, TokenId>> document;
+  try {
+    document = read_vocab_object(j, Where{"fuzz"});
+  } catch (const Error&) {
+    __builtin_trap();  // the fast path accepted what the document refuses
+  }
+  std::sort(fast->begin(), fast->end());  // keys are distinct: key order, the document's
+  if (*fast != document) __builtin_trap();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -103,5 +121,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_ids(*tok, in);
   }
   check_merges_file(in);
+  check_vocab_json(in);
   return 0;
 }
