@@ -9,12 +9,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <memory>
 #include <span>
 #include <utility>
 
 #include "common/cli.h"
 #include "common/error.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "formats/bz2_scan.h"
 
@@ -25,25 +25,12 @@ namespace bz2_detail {
 // a magic for this long is not bz2 any more.
 constexpr uint64_t kMaxSpanBytes = 4u << 20;
 
-// Input bytes [base, base + size), shared by the spans that lie in them. The storage is never
-// zero-filled, since read() overwrites it at once: filling every 4-8 MB read first cost ~1% of a
-// plain-XML run. (A vector with a non-initializing allocator still loops over each byte to
-// "construct" it; in the fuzz build that loop was 70% of the wikiprep target's time.)
+// Input bytes [base, base + buffer.size), shared by the spans that lie in them.
 struct Chunk {
   uint64_t base = 0;
-  std::unique_ptr<uint8_t[]> storage;
-  size_t size = 0, capacity = 0;
-
-  // Room for n bytes; the first `size` are kept.
-  void reserve(size_t n) {
-    if (n <= capacity) return;
-    auto more = std::make_unique_for_overwrite<uint8_t[]>(n);
-    if (size > 0) std::memcpy(more.get(), storage.get(), size);
-    storage = std::move(more);
-    capacity = n;
-  }
-  std::span<const uint8_t> bytes() const { return {storage.get(), size}; }
-  uint64_t end() const { return base + size; }
+  ReadBuffer buffer;
+  std::span<const uint8_t> bytes() const { return {reinterpret_cast<const uint8_t*>(buffer.bytes.get()), buffer.size}; }
+  uint64_t end() const { return base + buffer.size; }
 };
 
 // The input between two consecutive candidate boundaries (or a piece of plain input), plus the
@@ -187,7 +174,7 @@ class Scanner {
       chunk->base = chunk_->end();
       chunk_ = chunk;
       read_more(*chunk);
-      if (chunk->size == 0) return nullptr;
+      if (chunk->buffer.size == 0) return nullptr;
     }
     plain_sent_ = true;
     auto span = std::make_shared<Span>();
@@ -221,7 +208,7 @@ class Scanner {
     return m;
   }
 
-  uint64_t byte_at(uint64_t offset) const { return chunk_->storage[offset - chunk_->base]; }
+  uint64_t byte_at(uint64_t offset) const { return chunk_->bytes()[offset - chunk_->base]; }
 
   // A new chunk: the current span's bytes onward, then up to read_size_ more from the input.
   void grow() {
@@ -229,26 +216,27 @@ class Scanner {
     uint64_t keep = span_begin_ / 8;
     chunk->base = keep;
     const size_t kept = chunk_->end() - keep;
-    chunk->reserve(kept + read_size_);
-    std::memcpy(chunk->storage.get(), chunk_->storage.get() + (keep - chunk_->base), kept);
-    chunk->size = kept;
+    chunk->buffer.reserve(kept + read_size_);
+    std::memcpy(chunk->buffer.bytes.get(), chunk_->buffer.bytes.get() + (keep - chunk_->base), kept);
+    chunk->buffer.size = kept;
     read_more(*chunk);
     chunk_ = chunk;
   }
 
   // Appends up to read_size_ bytes (fewer only at the end of the input).
   void read_more(Chunk& chunk) {
-    const size_t want = chunk.size + read_size_;
-    chunk.reserve(want);
-    while (chunk.size < want) {
-      ssize_t n = ::read(fd_, chunk.storage.get() + chunk.size, want - chunk.size);
+    ReadBuffer& buffer = chunk.buffer;
+    const size_t want = buffer.size + read_size_;
+    buffer.reserve(want);
+    while (buffer.size < want) {
+      ssize_t n = ::read(fd_, buffer.bytes.get() + buffer.size, want - buffer.size);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) throw Error(cat("read error after byte ", chunk.end(), ": ", std::strerror(errno)));
       if (n == 0) {
         eof_ = true;
         break;
       }
-      chunk.size += static_cast<size_t>(n);
+      buffer.size += static_cast<size_t>(n);
     }
   }
 

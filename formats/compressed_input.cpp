@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <memory>
 #include <vector>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "formats/bz2_parallel.h"
 
@@ -64,8 +64,8 @@ class CompressedWindow {
  public:
   explicit CompressedWindow(FileDescriptor& file) : file_(file) {}
 
-  const char* data() const { return buf_.get() + pos_; }
-  size_t size() const { return len_ - pos_; }
+  const char* data() const { return buf_.bytes.get() + pos_; }
+  size_t size() const { return buf_.size - pos_; }
   void consume(size_t n) { pos_ += n; }
   uint64_t offset() const { return base_ + pos_; }
   bool at_end() const { return size() == 0 && eof_; }  // known only once fill() met the end
@@ -74,35 +74,28 @@ class CompressedWindow {
   size_t fill(size_t want = 1) {
     if (size() >= want || eof_) return size();
     if (pos_ > 0) {  // keep the unused bytes, drop the rest
-      std::memmove(buf_.get(), data(), size());
+      std::memmove(buf_.bytes.get(), data(), size());
       base_ += pos_;
-      len_ -= pos_;
+      buf_.size -= pos_;
       pos_ = 0;
     }
-    if (want > capacity_) {  // not zero-filled: read() writes what is used
-      const size_t capacity = std::max({capacity_, kRawReadBytes, want});
-      auto more = std::make_unique_for_overwrite<char[]>(capacity);
-      if (len_ > 0) std::memcpy(more.get(), buf_.get(), len_);
-      buf_ = std::move(more);
-      capacity_ = capacity;
-    }
-    while (len_ < want) {
-      size_t got = file_.read(buf_.get() + len_, capacity_ - len_);
+    buf_.reserve(std::max(kRawReadBytes, want));
+    while (buf_.size < want) {
+      size_t got = file_.read(buf_.bytes.get() + buf_.size, buf_.capacity - buf_.size);
       if (got == 0) {
         eof_ = true;
         break;
       }
-      len_ += got;
+      buf_.size += got;
     }
     return size();
   }
 
  private:
   FileDescriptor& file_;
-  std::unique_ptr<char[]> buf_;
-  size_t capacity_ = 0;
-  size_t pos_ = 0, len_ = 0;
-  uint64_t base_ = 0;  // file offset of buf_[0]
+  ReadBuffer buf_;
+  size_t pos_ = 0;
+  uint64_t base_ = 0;  // file offset of buf_.bytes[0]
   bool eof_ = false;
 };
 
