@@ -3,12 +3,48 @@
 #include <bzlib.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace pretrain::bz2 {
 namespace {
 
+// libbz2's decoder allocates its state and a level × 400 KB array per stream, and
+// decode_block_reference opens a stream per block: each thread keeps the arrays of its last
+// stream for the next one instead of mapping and unmapping megabytes per block. bzfree is not
+// told the size, so each array carries it in a 16-byte header (which keeps malloc's alignment).
+constexpr size_t kBz2Header = 16;
+
+struct Bz2ArrayCache {
+  std::array<void*, 4> arrays{};  // headers of free arrays
+  ~Bz2ArrayCache() {
+    for (void* p : arrays) std::free(p);
+  }
+};
+thread_local Bz2ArrayCache bz2_array_cache;
+
+void* bz2_alloc(void*, int n, int m) {
+  const size_t size = static_cast<size_t>(n) * static_cast<size_t>(m);
+  for (void*& p : bz2_array_cache.arrays)
+    if (p && *static_cast<size_t*>(p) == size) return static_cast<char*>(std::exchange(p, nullptr)) + kBz2Header;
+  void* p = std::malloc(kBz2Header + size);
+  if (!p) return nullptr;
+  *static_cast<size_t*>(p) = size;
+  return static_cast<char*>(p) + kBz2Header;
+}
+
+void bz2_free(void*, void* array) {
+  if (!array) return;
+  void* p = static_cast<char*>(array) - kBz2Header;
+  for (void*& slot : bz2_array_cache.arrays)
+    if (!slot) {
+      slot = p;
+      return;
+    }
+  std::free(p);
+}
 
 // Big-endian load of 8 bytes at `pos`; bytes past the end read as zero.
 uint64_t load_be64(std::span<const uint8_t> bytes, size_t pos) {
@@ -160,22 +196,26 @@ BlockResult decode_block_reference(std::span<const BitRange> parts, int level) {
 
   bz_stream strm;
   std::memset(&strm, 0, sizeof strm);
+  strm.bzalloc = bz2_alloc;
+  strm.bzfree = bz2_free;
   if (int rc = BZ2_bzDecompressInit(&strm, 0, 0); rc != BZ_OK) {
     result.error = bz_error_name(rc);
     return result;
   }
   strm.next_in = reinterpret_cast<char*>(framed.data());
   strm.avail_in = static_cast<unsigned>(framed.size());
+  // Decoded through a small buffer and appended: the reserve maps the block's likely size without
+  // writing it (a zero-filled 1 MB per block was most of the bz2_scan fuzz target's time).
   std::string& out = result.decoded;
-  out.resize(static_cast<size_t>(level) * 105000 + 65536);  // text rarely grows in the RLE stage
-  size_t produced = 0;
+  out.reserve(static_cast<size_t>(level) * 105000 + 65536);  // text rarely grows in the RLE stage
+  char piece[65536];
   for (;;) {
-    strm.next_out = out.data() + produced;
-    strm.avail_out = static_cast<unsigned>(out.size() - produced);
+    strm.next_out = piece;
+    strm.avail_out = sizeof piece;
     unsigned in_before = strm.avail_in;
     int rc = BZ2_bzDecompress(&strm);
-    size_t made = out.size() - produced - strm.avail_out;
-    produced += made;
+    size_t made = sizeof piece - strm.avail_out;
+    out.append(piece, made);
     if (rc == BZ_STREAM_END) {
       result.ok = true;
       break;
@@ -184,15 +224,13 @@ BlockResult decode_block_reference(std::span<const BitRange> parts, int level) {
       result.error = bz_error_name(rc);
       break;
     }
-    if (strm.avail_out == 0) {
-      out.resize(out.size() * 2);
-    } else if (strm.avail_in == 0 || (made == 0 && strm.avail_in == in_before)) {
+    if (strm.avail_out != 0 && (strm.avail_in == 0 || (made == 0 && strm.avail_in == in_before))) {
       result.error = "the data ends inside the block";
       break;
     }
   }
   BZ2_bzDecompressEnd(&strm);
-  out.resize(result.ok ? produced : 0);
+  if (!result.ok) out.clear();
   return result;
 }
 

@@ -19,7 +19,7 @@ namespace pretrain {
 
 namespace {
 
-constexpr size_t kRawReadBytes = size_t{256} << 10;  // compressed bytes per read
+constexpr size_t kRawReadBytes = size_t{64} << 10;  // compressed bytes per read (see kReadBytes in doc_shards.cpp)
 constexpr size_t kMaxOutBytes = size_t{1} << 30;     // zlib's avail_in and avail_out are 32-bit
 
 class FileDescriptor {
