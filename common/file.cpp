@@ -47,7 +47,6 @@ AtomicFile::AtomicFile(std::string path, bool open_fd)
     fd_ = direct_ ? ::open(path_.c_str(), O_WRONLY | O_CLOEXEC)
                   : ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) throw_errno("cannot create", tmp_path_);
-    buffer_.reserve(kBufferBytes);
   }
 }
 
@@ -63,7 +62,6 @@ AtomicFile AtomicFile::resumable(std::string path, uint64_t keep) {
   if (::ftruncate(f.fd_, static_cast<off_t>(keep)) != 0) throw_errno("cannot truncate", f.tmp_path_);
   if (::lseek(f.fd_, 0, SEEK_END) < 0) throw_errno("cannot seek", f.tmp_path_);
   f.written_ = keep;
-  f.buffer_.reserve(kBufferBytes);
   return f;
 }
 
@@ -86,7 +84,7 @@ AtomicFile::~AtomicFile() {
 void AtomicFile::write(const void* data, size_t n) {
   if (fd_ < 0) throw Error(Where{tmp_path_}, "write on a file that is not open");
   written_ += n;
-  if (buffer_.size() + n <= kBufferBytes) {
+  if (buffer_.size() + n <= kBufferBytes) {  // the buffer grows as needed: a manifest maps no megabyte
     buffer_.insert(buffer_.end(), static_cast<const char*>(data), static_cast<const char*>(data) + n);
     return;
   }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <utility>
 
@@ -79,6 +80,10 @@ class Scanner {
     for (uint64_t bit : options.fake_block_magics) fakes_.push_back({bz2::MagicKind::block, bit});
     for (uint64_t bit : options.fake_stream_ends) fakes_.push_back({bz2::MagicKind::stream_end, bit});
     std::sort(fakes_.begin(), fakes_.end(), [](auto& a, auto& b) { return a.bit < b.bit; });
+    struct stat st {};
+    const off_t at = ::lseek(fd_, 0, SEEK_CUR);
+    if (::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode) && at >= 0 && st.st_size >= at)
+      unread_hint_ = static_cast<uint64_t>(st.st_size - at);
   }
 
   // The next span in input order, or nullptr at the end (or after stop()).
@@ -216,17 +221,24 @@ class Scanner {
     uint64_t keep = span_begin_ / 8;
     chunk->base = keep;
     const size_t kept = chunk_->end() - keep;
-    chunk->buffer.reserve(kept + read_size_);
+    chunk->buffer.reserve(kept + next_read_size());
     std::memcpy(chunk->buffer.bytes.get(), chunk_->buffer.bytes.get() + (keep - chunk_->base), kept);
     chunk->buffer.size = kept;
     read_more(*chunk);
     chunk_ = chunk;
   }
 
+  // Bytes the next read_more asks for: read_size_, or fewer where fstat said the file ends sooner,
+  // so that a small input maps no 4-8 MB buffer; one more than what is left, so that the read
+  // which meets the end is this one.
+  size_t next_read_size() const {
+    return unread_hint_ ? static_cast<size_t>(std::min<uint64_t>(read_size_, *unread_hint_ + 1)) : read_size_;
+  }
+
   // Appends up to read_size_ bytes (fewer only at the end of the input).
   void read_more(Chunk& chunk) {
     ReadBuffer& buffer = chunk.buffer;
-    const size_t want = buffer.size + read_size_;
+    const size_t want = buffer.size + next_read_size();
     buffer.reserve(want);
     while (buffer.size < want) {
       ssize_t n = ::read(fd_, buffer.bytes.get() + buffer.size, want - buffer.size);
@@ -237,6 +249,10 @@ class Scanner {
         break;
       }
       buffer.size += static_cast<size_t>(n);
+      if (unread_hint_) {  // a file that grew since fstat: no hint from here on
+        if (static_cast<uint64_t>(n) > *unread_hint_) unread_hint_.reset();
+        else *unread_hint_ -= static_cast<uint64_t>(n);
+      }
     }
   }
 
@@ -246,6 +262,7 @@ class Scanner {
   bool range_bz2_;
   int range_level_;
   std::vector<bz2::Magic> fakes_;
+  std::optional<uint64_t> unread_hint_;  // bytes left in a regular file, from fstat
   std::shared_ptr<Chunk> chunk_;
   bool eof_ = false, done_ = false, bz2_ = false, plain_sent_ = false;
   std::atomic<bool> stopped_{false};
