@@ -8,7 +8,7 @@
 namespace pretrain {
 
 namespace {
-constexpr size_t kReadBytes = size_t{1} << 20;  // decoded bytes per read
+constexpr size_t kReadBytes = size_t{64} << 10;  // decoded bytes per read, as DocReader reads (doc_shards.cpp)
 }  // namespace
 
 bool python_isspace(char32_t c) {

@@ -87,9 +87,9 @@ TEST(SentenceText, MissingFinalNewlineAndEmptyFiles) {
 }
 
 TEST(SentenceText, LinesAndTerminatorsAcrossReads) {
-  // The reader decodes 1 MiB at a time: a line, and a "\r\n", split between two reads.
+  // The reader decodes 64 KiB at a time: a line, and a "\r\n", split between two reads.
   TempDir dir;
-  const size_t read = size_t{1} << 20;
+  const size_t read = size_t{64} << 10;
   std::string long_line(read + 10, 'x');
   EXPECT_EQ(lines_of_bytes(dir, "a\n" + long_line + "\nb"), (Lines{"a", long_line, "b"}));
   std::string head(read - 1, 'y');
