@@ -9,10 +9,12 @@
 namespace pretrain {
 namespace {
 
-// Most a <text bytes="…"> hint may reserve: Wikipedia's own page limit ($wgMaxArticleSize, 2 MiB).
-// A larger page grows the string as usual (one copy more); a lying hint costs no more than a real
-// page. (At 256 MiB, every fuzzed hint mapped and poisoned that much: 4x fewer executions/s.)
-constexpr uint64_t kMaxTextReserve = uint64_t{2} << 20;
+// Most a <text bytes="…"> hint may reserve: far above Wikipedia's own 2 MiB page limit
+// ($wgMaxArticleSize), low enough that a lying hint cannot exhaust memory.
+constexpr uint64_t kMaxTextReserve = uint64_t{256} << 20;
+// Text that may grow as strings do before the hint is taken up: a short page (or a fuzzed input
+// whose hint lies) never maps the hinted size, and a huge one copies these few bytes once.
+constexpr size_t kTextBeforeHint = size_t{64} << 10;
 
 const char* attribute(const char** attrs, const char* name) {
   for (; *attrs; attrs += 2)
@@ -157,12 +159,19 @@ void XmlPageBuilder::end_page() {
 }
 
 // <text bytes="N"> says how long the text is: reserving it keeps a huge page at one copy instead
-// of the 1.5-2x of doubling.
+// of the 1.5-2x of doubling. The reservation waits for make_room_for_text.
 void XmlPageBuilder::reserve_text(const char* bytes) {
+  text_hint_ = 0;
   if (!bytes) return;
   uint64_t n = 0;
   auto [end, ec] = std::from_chars(bytes, bytes + std::strlen(bytes), n);
-  if (ec == std::errc() && *end == 0) page_.text.reserve(std::min<uint64_t>(n, kMaxTextReserve));
+  if (ec == std::errc() && *end == 0) text_hint_ = std::min<uint64_t>(n, kMaxTextReserve);
+}
+
+void XmlPageBuilder::make_room_for_text(size_t more) {
+  std::string& text = page_.text;
+  if (text_hint_ <= text.capacity() || text.size() + more <= std::max(text.capacity(), kTextBeforeHint)) return;
+  text.reserve(text_hint_);
 }
 
 std::string XmlPageBuilder::parse_int(std::string_view what, int64_t& out) const {

@@ -38,6 +38,9 @@ class XmlPageBuilder {
   // The current field is a revision's <text>: its content may be appended to text() directly.
   bool in_text() const { return field_ == Field::text; }
   std::string& text() { return page_.text; }
+  // Before up to `more` bytes go to text(): takes up the <text bytes="…"> hint once the text would
+  // pass 64 KiB (reserving it whole, so a huge page is never copied as it grows).
+  void make_room_for_text(size_t more);
 
   // Pages completed since the last take_ready(), in order.
   std::vector<Page> take_ready() { return std::exchange(ready_, {}); }
@@ -65,6 +68,7 @@ class XmlPageBuilder {
   Page page_;
   std::vector<Page> ready_;
   uint64_t pages_started_ = 0;
+  uint64_t text_hint_ = 0;  // <text bytes="…">, at most kMaxTextReserve; 0 when absent
 
   int depth_ = 0;
   bool saw_root_ = false, in_siteinfo_ = false, in_namespaces_ = false, in_page_ = false, in_revision_ = false;
