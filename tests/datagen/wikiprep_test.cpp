@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <new>
 
 #include "common/file.h"
 #include "common/manifest.h"
@@ -141,6 +142,13 @@ TEST(Wikiprep, MinCharsDropsStubs) {
 // disk, as prlimit --fsize makes one). Its exit code: 1 when wikiprep threw, 0 when it finished;
 // a child that dies of a signal is a test failure (and -1).
 int exit_under_file_size_limit(const WikiprepOptions& o, uint64_t limit) {
+  // oneTBB is not fork-safe: a worker of an earlier run in this process may hold one of the
+  // scheduler's locks at the moment of fork, and the child's pipeline then waits forever (it hung
+  // once with both cores busy). With the workers ended first, the child starts its own scheduler.
+  {
+    tbb::task_scheduler_handle workers{tbb::attach{}};
+    if (!tbb::finalize(workers, std::nothrow)) ADD_FAILURE() << "could not end oneTBB's workers before fork";
+  }
   const pid_t child = ::fork();
   if (child < 0) {
     ADD_FAILURE() << "fork failed";
