@@ -209,7 +209,8 @@ struct XmlPageReader::State {
     to_expat += size;
     if (XML_Parse(parser, data, static_cast<int>(size), final) == XML_STATUS_OK) return deliver();
     deliver();  // the pages completed before the fault
-    if (final && !exception && fault.empty() && builder.saw_root() && ends_early(XML_GetErrorCode(parser)))
+    if (final && !exception && fault.empty() && builder.saw_root() && root_end < 0 &&
+        ends_early(XML_GetErrorCode(parser)))
       return end_early();
     throw_fault();
   }

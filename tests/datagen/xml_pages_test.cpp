@@ -416,6 +416,10 @@ TEST(XmlPages, MalformedDocuments) {
   EXPECT_EQ(junk.pages.size(), 10u);
   EXPECT_EQ(junk.error.where().offset, static_cast<int64_t>(good.rfind("</mediawiki>") + 12)) << junk.error.what();
   EXPECT_EQ(parse_failing("<mediawiki/>x").error.where().offset, 12) << "after an empty root element";
+  // Input cut inside a comment after the root: not "the dump is truncated inside <mediawiki>".
+  Failure cut = parse_failing("<mediawiki></mediawiki><!-- cut");
+  EXPECT_EQ(cut.error.where().offset, 23);
+  EXPECT_NE(std::string(cut.error.what()).find("follows the root element"), std::string::npos) << cut.error.what();
 }
 
 TEST(XmlPages, ReaderIsUnusableAfterAnError) {
