@@ -586,6 +586,18 @@ def rank_pids(marker):
     return ranks
 
 
+def where_waiting(pid):
+    """A process's state, the kernel function it sleeps in and its system call number (/proc), e.g.
+    "S ep_poll syscall 232"; a running one reads "R 0 …"."""
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        wchan = open(f"/proc/{pid}/wchan").read() or "-"
+        syscall = open(f"/proc/{pid}/syscall").read().split(" ", 1)[0].strip()
+        return f"{state} {wchan} syscall {syscall}"
+    except OSError:
+        return "gone"
+
+
 def mpi_jobs(c, inputs):
     """The 4-rank runs whose ranks are killed: data parallel BERT and GPT, and two 3D grids (Megatron's
     tensor x pipeline x data; --grad-accum 2 so that a pipeline has micro-batches to overlap)."""
@@ -647,10 +659,18 @@ def mpi_trials(c, inputs, refs):
                     elif p.returncode == 0 or f"rank {victim_rank}" not in text:
                         why = f"exit {p.returncode}, the output does not name rank {victim_rank}: {text[-400:]}"
                 except subprocess.TimeoutExpired:
-                    why = f"the job still ran 30 s after rank {victim_rank} was killed"
+                    # Where the others wait, and what mpirun said, so that a hang can be told apart.
+                    waits = {r: where_waiting(pid) for r, pid in sorted(rank_pids(out).items())}
+                    why = f"the job still ran 30 s after rank {victim_rank} was killed; ranks left {waits}"
             else:
                 p.communicate()
             stop_everything_mentioning(out)
+            if why.startswith("the job still ran"):
+                p.kill()
+                try:
+                    why += f"; mpirun's output: {p.communicate(timeout=10)[0][-400:]!r}"
+                except subprocess.TimeoutExpired:
+                    why += "; mpirun did not end when killed"
             r = run(command(c, [*base, "--log-dir", out + "-log1"], out, resume=True))
             if r.returncode:
                 why += f" --resume exit {r.returncode}: {r.stderr[-300:]}"
