@@ -3,41 +3,23 @@
 // the only acceptable failure; anything else (a crash, another exception, a hang) is a bug. When
 // the plain read succeeds, the documents must survive a write → read round trip unchanged, and
 // every repaired string must be valid UTF-8.
-#include <unistd.h>
 #include <zstd.h>
 
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.h"
 #include "formats/doc_shards.h"
 #include "common/utf8.h"
+#include "fuzz_util.h"
 
 namespace {
 
 using namespace pretrain;
-
-// One scratch directory per process, removed at exit.
-struct Scratch {
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("fuzz_doc_shards-" + std::to_string(::getpid()));
-  Scratch() { std::filesystem::create_directories(dir); }
-  ~Scratch() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
-  std::string file(const char* name) const { return (dir / name).string(); }
-};
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 void check(bool ok) {
   if (!ok) std::abort();
@@ -72,34 +54,32 @@ void fuzz_utf8(const std::string& bytes) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static Scratch scratch;
+  static const fuzz::ScratchFile plain("doc_shards", ".jsonl"), zst("doc_shards", ".jsonl.zst"),
+      again("doc_shards", "-again.jsonl");
   std::string bytes(reinterpret_cast<const char*>(data), size);
   fuzz_utf8(bytes);
 
-  std::string plain = scratch.file("input.jsonl");
-  write_bytes(plain, bytes);
-  std::optional<std::vector<Document>> docs = read_all(plain);
+  plain.write(bytes);
+  std::optional<std::vector<Document>> docs = read_all(plain.path());
 
   std::string compressed(ZSTD_compressBound(size), '\0');
   size_t n = ZSTD_compress(compressed.data(), compressed.size(), bytes.data(), size, 1);
   check(!ZSTD_isError(n));
   compressed.resize(n);
-  std::string zst = scratch.file("input.jsonl.zst");
-  write_bytes(zst, compressed);
-  std::optional<std::vector<Document>> from_zstd = read_all(zst);
+  zst.write(compressed);
+  std::optional<std::vector<Document>> from_zstd = read_all(zst.path());
   // Magic bytes pick the decoder, so a plain input that reads must read the same compressed.
   if (docs && bytes.compare(0, 4, "\x28\xB5\x2F\xFD") != 0 && bytes.compare(0, 3, "BZh") != 0)
     check(from_zstd && *from_zstd == *docs);
-  write_bytes(zst, compressed.substr(0, compressed.size() / 2));
-  read_all(zst);
+  zst.write(std::string_view(compressed).substr(0, compressed.size() / 2));
+  read_all(zst.path());
 
   if (docs) {
     // Whatever was read writes back as JSON lines that read to the same documents.
     std::string lines;
     for (const Document& d : *docs) append_doc_json_line(d, lines);
-    std::string again = scratch.file("again.jsonl");
-    write_bytes(again, lines);
-    std::optional<std::vector<Document>> back = read_all(again);
+    again.write(lines);
+    std::optional<std::vector<Document>> back = read_all(again.path());
     check(back && *back == *docs);
   }
   return 0;
