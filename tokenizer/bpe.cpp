@@ -15,10 +15,8 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
-#include <functional>
 #include <memory>
 #include <string_view>
-#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +27,7 @@
 #include "tokenizer/bpe_merges.h"
 #include "tokenizer/bpe_word_table.h"
 #include "tokenizer/gpt2_pretokenize.h"
+#include "tokenizer/token_table.h"
 #include "tokenizer/tokenizer_json.h"
 
 namespace pretrain {
@@ -44,18 +43,11 @@ constexpr AddedTokenFlags kBpeAddedFlags{};
 
 // What a loader hands over: the vocabulary (id → spelling in the byte alphabet), the merges, the
 // added tokens and the ByteLevel options.
-// Spelling → id, looked up by string_view without making a string (50k merges look up three
-// spellings each at load).
-struct SpellingHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-using SpellingIds = std::unordered_map<std::string, TokenId, SpellingHash, std::equal_to<>>;
-
 struct BpeSpec {
   std::string source;
-  std::vector<std::string> tokens;  // "" for ids the vocabulary skips
-  SpellingIds vocab;
+  std::vector<std::string> tokens;   // "" for ids the vocabulary skips
+  std::vector<uint8_t> in_alphabet;  // per id: its spelling is all byte-alphabet characters
+  TokenTable vocab{{}, 0};           // spelling → id, over `tokens` once they are all read
   std::unique_ptr<BpeMerges> merges;
   AddedVocabulary added;
   bool add_prefix_space = false;
@@ -83,16 +75,17 @@ std::string spelling_to_bytes(std::string_view spelling, bool* in_alphabet = nul
   return bytes;
 }
 
-// The vocabulary (read_vocab_object's checked entries), refusing an id given twice.
+// The vocabulary (read_vocab_object's checked entries), refusing an id given twice. A spelling
+// given twice keeps its later id, as a JSON object's repeated key does.
 void add_vocab(BpeSpec& spec, const std::vector<std::pair<std::string, TokenId>>& entries, const Where& where) {
-  spec.vocab.reserve(entries.size());
   for (const auto& [token, id] : entries) {
     if (static_cast<size_t>(id) >= spec.tokens.size()) spec.tokens.resize(static_cast<size_t>(id) + 1);
     if (!spec.tokens[id].empty())
       throw Error(where, cat("id ", id, " is given to both \"", spec.tokens[id], "\" and \"", token, "\""));
     spec.tokens[id] = token;
-    spec.vocab[token] = id;
   }
+  spec.vocab = TokenTable(spec.tokens, 0);
+  for (const auto& [token, id] : entries) spec.vocab.insert(token, id);
 }
 
 // The single-byte tokens and the merge table, once the vocabulary is read.
@@ -100,14 +93,19 @@ void start_merges(BpeSpec& spec, const Where& where) {
   std::array<TokenId, 256> byte_ids{};
   for (int b = 0; b < 256; ++b) {
     const std::string spelling = gpt2::byte_token(static_cast<uint8_t>(b));
-    auto it = spec.vocab.find(spelling);
-    if (it == spec.vocab.end())
+    byte_ids[b] = spec.vocab.find(spelling);
+    if (byte_ids[b] < 0)
       throw Error(where, cat("the vocabulary lacks the token \"", spelling, "\" for byte ", b,
                              ": a byte-level BPE vocabulary needs all 256"));
-    byte_ids[b] = it->second;
   }
+  // Each spelling decoded once, here: the merges keep the bytes, the tokenizer copies them.
   std::vector<std::string> bytes(spec.tokens.size());
-  for (size_t id = 0; id < spec.tokens.size(); ++id) bytes[id] = spelling_to_bytes(spec.tokens[id]);
+  spec.in_alphabet.assign(spec.tokens.size(), 0);
+  for (size_t id = 0; id < spec.tokens.size(); ++id) {
+    bool in_alphabet = false;
+    bytes[id] = spelling_to_bytes(spec.tokens[id], &in_alphabet);
+    spec.in_alphabet[id] = in_alphabet;
+  }
   spec.merges = std::make_unique<BpeMerges>(byte_ids, std::move(bytes));
 }
 
@@ -116,10 +114,9 @@ void start_merges(BpeSpec& spec, const Where& where) {
 template <typename WhereFn>
 void add_merge(BpeSpec& spec, std::string_view left, std::string_view right, std::string& joined, WhereFn where) {
   auto lookup = [&](std::string_view token, const char* what) {
-    auto it = spec.vocab.find(token);
-    if (it == spec.vocab.end())
-      throw Error(where(), cat("the merge's ", what, " \"", token, "\" is not in the vocabulary"));
-    return it->second;
+    TokenId id = spec.vocab.find(token);
+    if (id < 0) throw Error(where(), cat("the merge's ", what, " \"", token, "\" is not in the vocabulary"));
+    return id;
   };
   TokenId a = lookup(left, "left part");
   TokenId b = lookup(right, "right part");
@@ -151,15 +148,15 @@ class BpeTokenizer final : public Tokenizer {
     merges_->finish();
     vocab_size_ = static_cast<int64_t>(tokens_.size());
     for (const auto& a : added_.tokens()) vocab_size_ = std::max<int64_t>(vocab_size_, int64_t{a.id} + 1);
+    id_bytes_ = merges_->token_bytes();
     id_bytes_.resize(static_cast<size_t>(vocab_size_));
-    for (size_t id = 0; id < tokens_.size(); ++id) id_bytes_[id] = spelling_to_bytes(tokens_[id]);
     is_added_.assign(static_cast<size_t>(vocab_size_), 0);
     for (const auto& a : added_.tokens()) {
       id_bytes_[a.id] = a.content;
       is_added_[a.id] = a.special ? 2 : 1;
       if (a.content == "<|endoftext|>") special_ids_["eod"] = a.id;
     }
-    build_whole_words();
+    build_whole_words(spec.in_alphabet);
   }
 
   std::string_view kind() const override { return "bpe"; }
@@ -194,9 +191,9 @@ class BpeTokenizer final : public Tokenizer {
 
   std::optional<TokenId> token_to_id(std::string_view token) const override {
     if (const AddedToken* a = added_.find(token)) return a->id;
-    auto it = vocab_.find(token);
-    if (it == vocab_.end()) return std::nullopt;
-    return it->second;
+    TokenId id = vocab_.find(token);
+    if (id < 0) return std::nullopt;
+    return id;
   }
 
   std::string id_to_token(TokenId id) const override {
@@ -253,13 +250,12 @@ class BpeTokenizer final : public Tokenizer {
 
   // Every vocabulary entry whose bytes BPE merges back into that one entry (with ignore_merges:
   // every entry, by definition). Checking each at load keeps the shortcut exact.
-  void build_whole_words() {
+  void build_whole_words(const std::vector<uint8_t>& in_alphabet) {
     for (int b = 0; b < 256; ++b) byte_ids_[b] = merges_->byte_id(static_cast<unsigned char>(b));
     std::vector<TokenId> ids;
     for (size_t id = 0; id < tokens_.size(); ++id) {
-      bool in_alphabet = false;
-      std::string bytes = spelling_to_bytes(tokens_[id], &in_alphabet);
-      if (!in_alphabet || bytes.size() < 2) continue;
+      const std::string& bytes = merges_->token_bytes()[id];
+      if (!in_alphabet[id] || bytes.size() < 2) continue;
       ids.clear();
       if (ignore_merges_)
         ids.push_back(static_cast<TokenId>(id));
@@ -296,7 +292,7 @@ class BpeTokenizer final : public Tokenizer {
 
   std::string source_;
   std::vector<std::string> tokens_;
-  SpellingIds vocab_;
+  TokenTable vocab_;  // over the elements of tokens_, which moved in with them
   std::unique_ptr<BpeMerges> merges_;
   AddedVocabulary added_;
   bool add_prefix_space_;
@@ -363,8 +359,8 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(const std::string& vocab_path, con
   }
   if (in.bad()) throw Error(Where{merges_path}, "read error");
   std::vector<AddedToken> added;
-  if (auto it = spec.vocab.find("<|endoftext|>"); it != spec.vocab.end())
-    added.push_back({.content = "<|endoftext|>", .id = it->second, .special = true});
+  if (TokenId eod = spec.vocab.find("<|endoftext|>"); eod >= 0)
+    added.push_back({.content = "<|endoftext|>", .id = eod, .special = true});
   spec.added = AddedVocabulary(std::move(added), kBpeAddedFlags, spec.source);
   return std::make_unique<BpeTokenizer>(std::move(spec), options);
 }

@@ -28,8 +28,8 @@ namespace pretrain {
 
 class BpeMerges {
  public:
-  // byte_ids[b]: the token for the single byte b. bytes[id]: what each token stands for (raw
-  // bytes; used by the reference only).
+  // byte_ids[b]: the token for the single byte b. token_bytes[id]: what each token stands for
+  // (raw bytes; the reference merges over them).
   BpeMerges(const std::array<TokenId, 256>& byte_ids, std::vector<std::string> token_bytes);
 
   // Appends merge number `rank` (ranks are given in increasing order). A pair given twice keeps
@@ -40,6 +40,7 @@ class BpeMerges {
   void finish();
   size_t size() const { return count_; }
   TokenId byte_id(unsigned char b) const { return byte_ids_[b]; }
+  const std::vector<std::string>& token_bytes() const { return token_bytes_; }
 
   // Appends the ids of `word` (raw bytes, non-empty) to out. The algorithm is picked by length
   // unless a test asks for one (buckets only when finish() found the ranks ordered).

@@ -12,104 +12,17 @@
 #include <unicode/uchar.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "common/error.h"
 #include "common/file.h"
 #include "common/utf8.h"
 #include "tokenizer/added_vocabulary.h"
 #include "tokenizer/bert_pre_tokenizer.h"
+#include "tokenizer/token_table.h"
 #include "tokenizer/tokenizer_json.h"
 
 namespace pretrain {
 namespace {
-
-// A key's first 16 bytes, zero-padded, and its hash. Nearly every token is at most 16 bytes, so a
-// lookup compares two words held in the slot and never touches the token's string.
-struct Key {
-  uint64_t a = 0, b = 0, hash;
-  explicit Key(std::string_view k) {
-    const size_t n = k.size();
-    std::memcpy(&a, k.data(), std::min<size_t>(n, 8));
-    if (n > 8) std::memcpy(&b, k.data() + 8, std::min<size_t>(n - 8, 8));
-    uint64_t h = (a ^ (n * 0x9E3779B97F4A7C15ull)) * 0xFF51AFD7ED558CCDull;
-    h = (h ^ (h >> 29) ^ b) * 0xC4CEB9FE1A85EC53ull;
-    for (size_t i = 16; i < n; i += 8) {  // the rest, for long keys
-      uint64_t v = 0;
-      std::memcpy(&v, k.data() + i, std::min<size_t>(n - i, 8));
-      h = (h ^ (h >> 29) ^ v) * 0xFF51AFD7ED558CCDull;
-    }
-    hash = h ^ (h >> 32);
-  }
-};
-
-// string_view → id, open addressing with linear probing at load <= 1/2, in front of it a 128 KiB
-// bit filter of the keys' hashes: most lookups of the greedy longest-match search miss, and the
-// filter (which stays in cache) answers ~97% of those without touching the table. Keys longer
-// than 16 bytes are compared against tokens[id] from key_offset on (the "##" that the
-// continuation table leaves out); the tokens never change after construction.
-class TokenTable {
- public:
-  TokenTable(const std::vector<std::string>& tokens, size_t key_offset)
-      : tokens_(tokens), key_offset_(key_offset), filter_(kFilterBits / 64) {}
-
-  void insert(std::string_view key, TokenId id) {
-    if ((count_ + 1) * 2 > slots_.size()) grow();
-    Key k(key);
-    Slot& s = probe(k, key);
-    if (s.id < 0) ++count_;
-    s = {k.hash, k.a, k.b, id, static_cast<uint32_t>(key.size())};
-    filter_[(k.hash >> 44) / 64] |= uint64_t{1} << ((k.hash >> 44) % 64);
-  }
-  TokenId find(std::string_view key) const {
-    Key k(key);
-    if (!(filter_[(k.hash >> 44) / 64] >> ((k.hash >> 44) % 64) & 1)) return -1;
-    for (size_t i = k.hash & mask_;; i = (i + 1) & mask_) {
-      const Slot& s = slots_[i];
-      if (s.id < 0) return -1;
-      if (matches(s, k, key)) return s.id;
-    }
-  }
-
- private:
-  static constexpr size_t kFilterBits = size_t{1} << 20;  // indexed by the hash's top 20 bits
-  struct Slot {
-    uint64_t hash = 0, a = 0, b = 0;
-    TokenId id = -1;
-    uint32_t size = 0;
-  };
-  bool matches(const Slot& s, const Key& k, std::string_view key) const {
-    return s.hash == k.hash && s.size == key.size() && s.a == k.a && s.b == k.b &&
-           (s.size <= 16 ||
-            std::memcmp(tokens_[static_cast<size_t>(s.id)].data() + key_offset_ + 16, key.data() + 16, s.size - 16) == 0);
-  }
-  Slot& probe(const Key& k, std::string_view key) {
-    for (size_t i = k.hash & mask_;; i = (i + 1) & mask_) {
-      Slot& s = slots_[i];
-      if (s.id < 0 || matches(s, k, key)) return s;
-    }
-  }
-  void grow() {
-    std::vector<Slot> old = std::move(slots_);
-    slots_.assign(std::max<size_t>(64, old.size() * 2), Slot{});
-    mask_ = slots_.size() - 1;
-    for (const Slot& s : old) {
-      if (s.id < 0) continue;
-      for (size_t i = s.hash & mask_;; i = (i + 1) & mask_) {
-        if (slots_[i].id < 0) {
-          slots_[i] = s;
-          break;
-        }
-      }
-    }
-  }
-  const std::vector<std::string>& tokens_;
-  size_t key_offset_;
-  std::vector<uint64_t> filter_;
-  std::vector<Slot> slots_;
-  size_t mask_ = 0;
-  size_t count_ = 0;
-};
 
 // What WordPiece takes of HF's added-token flags: single_word, and lstrip/rstrip ignored. Those
 // only move whitespace between a match and the text beside it, and BertPreTokenizer drops
