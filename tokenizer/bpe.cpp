@@ -56,8 +56,8 @@ struct BpeSpec {
 
 // A token's spelling back to the bytes it stands for. A spelling with a character outside the
 // byte alphabet (an added token such as "<|endoftext|>" is inside it; others may not be) stands for
-// its own UTF-8, as HF's ByteLevel decoder does.
-std::string spelling_to_bytes(std::string_view spelling, bool* in_alphabet = nullptr) {
+// its own UTF-8, as HF's ByteLevel decoder does; in_alphabet says which it was.
+std::string spelling_to_bytes(std::string_view spelling, bool& in_alphabet) {
   std::string bytes;
   const auto* p = reinterpret_cast<const uint8_t*>(spelling.data());
   const auto* end = p + spelling.size();
@@ -65,13 +65,13 @@ std::string spelling_to_bytes(std::string_view spelling, bool* in_alphabet = nul
     Utf8Step step = decode_utf8(p, end);
     int b = step.valid ? gpt2::unicode_to_byte(step.code_point) : -1;
     if (b < 0) {
-      if (in_alphabet) *in_alphabet = false;
+      in_alphabet = false;
       return std::string(spelling);
     }
     bytes.push_back(static_cast<char>(b));
     p += step.length;
   }
-  if (in_alphabet) *in_alphabet = true;
+  in_alphabet = true;
   return bytes;
 }
 
@@ -103,7 +103,7 @@ void start_merges(BpeSpec& spec, const Where& where) {
   spec.in_alphabet.assign(spec.tokens.size(), 0);
   for (size_t id = 0; id < spec.tokens.size(); ++id) {
     bool in_alphabet = false;
-    bytes[id] = spelling_to_bytes(spec.tokens[id], &in_alphabet);
+    bytes[id] = spelling_to_bytes(spec.tokens[id], in_alphabet);
     spec.in_alphabet[id] = in_alphabet;
   }
   spec.merges = std::make_unique<BpeMerges>(byte_ids, std::move(bytes));
