@@ -4,6 +4,7 @@
 // lookup; BPE's loader looks up three spellings per merge, 150 k lookups for GPT-2).
 #pragma once
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -15,9 +16,11 @@
 
 namespace pretrain {
 
-// string_view → id, open addressing with linear probing at load <= 1/2, in front of it a 128 KiB
-// bit filter of the keys' hashes: most lookups of WordPiece's greedy longest-match search miss,
-// and the filter (which stays in cache) answers ~97% of those without touching the table. Keys
+// string_view → id, open addressing with linear probing at load <= 1/2, in front of it a bit filter
+// of the keys' hashes: most lookups of WordPiece's greedy longest-match search miss, and the filter
+// (which stays in cache) answers ~97% of those without touching the table. The filter has 64 bits
+// per slot up to 128 KiB, the size every real vocabulary (more than ~4 k keys) gets, so a small
+// table (a test's, a fuzz input's) does not zero-fill 128 KiB it never uses. Keys
 // longer than 16 bytes are compared against tokens[id] from key_offset on (the "##" that
 // WordPiece's continuation table leaves out). The table keeps a span of the tokens: they must not
 // change while it is used (moving their vector keeps its elements in place).
@@ -43,7 +46,7 @@ class TokenTable {
 
  public:
   TokenTable(std::span<const std::string> tokens, size_t key_offset)
-      : tokens_(tokens), key_offset_(key_offset), filter_(kFilterBits / 64) {}
+      : tokens_(tokens), key_offset_(key_offset), filter_(1) {}
 
   // key → id; a key inserted again takes the later id.
   void insert(std::string_view key, TokenId id) {
@@ -52,12 +55,13 @@ class TokenTable {
     Slot& s = probe(k, key);
     if (s.id < 0) ++count_;
     s = {k.hash, k.a, k.b, id, static_cast<uint32_t>(key.size())};
-    filter_[(k.hash >> 44) / 64] |= uint64_t{1} << ((k.hash >> 44) % 64);
+    set_filter_bit(k.hash);
   }
   // The key's id, -1 when absent.
   TokenId find(std::string_view key) const {
     Key k(key);
-    if (!(filter_[(k.hash >> 44) / 64] >> ((k.hash >> 44) % 64) & 1)) return -1;
+    const uint64_t bit = k.hash >> filter_shift_;
+    if (!(filter_[bit / 64] >> (bit % 64) & 1)) return -1;
     for (size_t i = k.hash & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.id < 0) return -1;
@@ -66,7 +70,7 @@ class TokenTable {
   }
 
  private:
-  static constexpr size_t kFilterBits = size_t{1} << 20;  // indexed by the hash's top 20 bits
+  static constexpr unsigned kMaxFilterLog2 = 20;  // 2^20 bits, indexed by the hash's top 20 bits
   struct Slot {
     uint64_t hash = 0, a = 0, b = 0;
     TokenId id = -1;
@@ -83,6 +87,10 @@ class TokenTable {
       if (s.id < 0 || matches(s, k, key)) return s;
     }
   }
+  void set_filter_bit(uint64_t hash) {
+    const uint64_t bit = hash >> filter_shift_;
+    filter_[bit / 64] |= uint64_t{1} << (bit % 64);
+  }
   void grow() {
     std::vector<Slot> old = std::move(slots_);
     slots_.assign(std::max<size_t>(64, old.size() * 2), Slot{});
@@ -96,10 +104,20 @@ class TokenTable {
         }
       }
     }
+    // 64 filter bits per slot, at most 2^20: a larger filter is refilled from the slots' hashes; at
+    // its full size it stays as it is (a bit depends on the hash alone).
+    const unsigned log2 = std::min<unsigned>(kMaxFilterLog2, static_cast<unsigned>(std::countr_zero(slots_.size())) + 6);
+    if (64 - log2 != filter_shift_) {
+      filter_shift_ = 64 - log2;
+      filter_.assign(size_t{1} << (log2 - 6), 0);
+      for (const Slot& s : slots_)
+        if (s.id >= 0) set_filter_bit(s.hash);
+    }
   }
   std::span<const std::string> tokens_;
   size_t key_offset_;
-  std::vector<uint64_t> filter_;
+  std::vector<uint64_t> filter_;  // 2^(64 - filter_shift_) bits; one word until the first insert
+  unsigned filter_shift_ = 58;
   std::vector<Slot> slots_;
   size_t mask_ = 0;
   size_t count_ = 0;

@@ -1,7 +1,8 @@
 // TokenTable, the vocabulary lookup WordPiece and BPE share: every key found with its id, absent
-// keys refused, long keys told apart past their first 16 bytes (the part the slot holds), the
-// key offset WordPiece's "##" table uses, and a table that keeps working after the vector of
-// tokens it reads is moved (BPE builds it in its loader, then moves both into the tokenizer).
+// keys refused (by an empty table too, and as the filter in front grows with the table), long keys
+// told apart past their first 16 bytes (the part the slot holds), the key offset WordPiece's "##"
+// table uses, and a table that keeps working after the vector of tokens it reads is moved (BPE
+// builds it in its loader, then moves both into the tokenizer).
 #include "tokenizer/token_table.h"
 
 #include <gtest/gtest.h>
@@ -20,11 +21,17 @@ TokenTable table_of(const std::vector<std::string>& tokens, size_t key_offset = 
 
 TEST(TokenTable, FindsEveryKeyAndRefusesOthers) {
   std::vector<std::string> tokens;
-  for (int i = 0; i < 5000; ++i) tokens.push_back("tok" + std::to_string(i));  // grows the table many times
+  for (int i = 0; i < 5000; ++i) tokens.push_back("tok" + std::to_string(i));  // grows the table and its filter many times
   TokenTable table = table_of(tokens);
   for (size_t id = 0; id < tokens.size(); ++id) EXPECT_EQ(table.find(tokens[id]), static_cast<TokenId>(id)) << tokens[id];
   for (const char* absent : {"", "tok", "tok5000", "tok-1", "Tok1", "tok1 "}) EXPECT_EQ(table.find(absent), -1) << absent;
   EXPECT_EQ(table.find(std::string_view()), -1);  // no data pointer at all (UBSan checks the copy)
+}
+
+TEST(TokenTable, AnEmptyTableFindsNothing) {
+  // Its filter is one word until the first insert, and there are no slots to probe.
+  TokenTable table({}, 0);
+  for (const char* absent : {"", "a", "a key longer than sixteen bytes"}) EXPECT_EQ(table.find(absent), -1) << absent;
 }
 
 TEST(TokenTable, LongKeysDifferingPastSixteenBytes) {
