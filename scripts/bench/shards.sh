@@ -12,7 +12,7 @@
 # --runs N repeats everything N times, each run's pairs (a case and the tokenizer alone, ours and the
 # peer) back to back, so a drift in the machine's speed hits both sides of a ratio; a row is then the
 # run with the median CPU s, and the ratios are the medians of the N paired ratios, with their range
-# (DLPerf's median of 5 runs; on a shared machine one run's ratio can move by ±15%).
+# (DLPerf's median of 5 runs; on a shared 2-core machine one run's GPT ratio ranged 0.65–1.31).
 #   scripts/bench/shards.sh [--text-mb 1024] [--peer-mb 20 (0: no peer)] [--dupe 2] [--threads "1 2"]
 #                           [--models "bert gpt"] [--levels "4"  (BERT gzip levels, a case each)] [--runs 1]
 
