@@ -157,7 +157,7 @@ for case in cases:
         st_tok, st_inst, st_write, rss = r[4], r[5], r[6], int(r[7])
         ct_tok, ct_inst, ct_write, cpu = r[8], r[9], r[10], float(r[11])
         size = rows.get((f"size_{model}_L{level}", t), [["0"]])[m][0]
-        alone = statistics.median(float(k[0]) for k in ks) if ks else 0
+        alone = float(ks[m][0]) if m < len(ks) else 0  # the same run's, as the row says
         ratio = summary(ratios, "{:.2f}") if ratios else "n/a"
         ratio_cpu = summary(ratios_cpu, "{:.2f}") if ratios_cpu else "n/a"
         label = f"{model} (gzip {level})" if model == "bert" else model
