@@ -16,7 +16,9 @@ namespace pretrain::hdf5 {
 void check_hdf5_signature(const std::string& path);
 
 // Refuses (throws Error at the layout message's offset) a chunked layout message with a chunk
-// dimension of 0 in dataset `name`'s first object header chunk; call it before H5Dopen2.
+// dimension of 0, or fewer dimensions than the dataspace's rank + 1, in dataset `name`'s first
+// object header chunk, and (throws Error naming the file) a header libhdf5 cannot describe; call
+// it before H5Dopen2.
 // `map` is `path` mapped; `file` is it opened with H5Fopen.
 void check_layout_dims(const std::string& path, const MappedFile& map, hid_t file, const char* name);
 

@@ -602,11 +602,11 @@ TEST(BertHdf5, TruncatedAndCorruptFilesThrowNamingTheFile) {
   }
 }
 
-// Writes a small shard and returns, for each of its six datasets, a copy of the file whose first
-// chunk dimension is `rows`. The layout message of our files is a version-1 object header message
+// Writes a small shard and returns, for each of its six datasets, a copy of the file whose layout
+// message `damage` changed. The layout message of our files is a version-1 object header message
 // (type 8), layout version 3, class chunked: 08 00 len len flags 0 0 0 | 03 02 rank+1 |
-// address (8) | dims (4 bytes each).
-std::vector<std::string> files_with_chunk_rows(const TempDir& dir, uint32_t rows) {
+// address (8) | dims (4 bytes each); `damage` gets the file and the offset of that message.
+std::vector<std::string> files_with_layout(const TempDir& dir, const std::function<void(std::string&, size_t)>& damage) {
   std::string good = dir.file("good.hdf5");
   write_random(good, 20, 16, 4, 8);
   std::string bytes = read_file(good);
@@ -615,12 +615,17 @@ std::vector<std::string> files_with_chunk_rows(const TempDir& dir, uint32_t rows
     if (bytes[at] != 8 || bytes[at + 1] != 0 || bytes[at + 8] != 3 || bytes[at + 9] != 2) continue;
     if (bytes[at + 10] != 2 && bytes[at + 10] != 3) continue;
     std::string damaged = bytes;
-    std::memcpy(damaged.data() + at + 8 + 3 + 8, &rows, 4);
+    damage(damaged, at);
     paths.push_back(dir.file(cat("damaged-", paths.size(), ".hdf5")));
     write_file_atomic(paths.back(), damaged);
   }
   EXPECT_EQ(paths.size(), 6u) << "expected one chunked layout message per dataset";
   return paths;
+}
+
+// The same, with the first chunk dimension set to `rows`.
+std::vector<std::string> files_with_chunk_rows(const TempDir& dir, uint32_t rows) {
+  return files_with_layout(dir, [&](std::string& bytes, size_t at) { std::memcpy(bytes.data() + at + 8 + 3 + 8, &rows, 4); });
 }
 
 // A chunk dimension of 0 in a layout message made libhdf5 1.10 die of SIGFPE inside H5Dopen2
@@ -629,6 +634,26 @@ TEST(BertHdf5, ZeroChunkDimensionIsAnErrorNotACrash) {
   TempDir dir;
   for (const std::string& path : files_with_chunk_rows(dir, 0))
     expect_error([&] { BertShardReader reader(path); }, {path, "chunk dimension of 0"});
+}
+
+// libhdf5 takes a chunk dimension for each axis of the dataspace and 0 for one the layout message
+// does not list, then divides by it: SIGFPE inside H5Dopen2 (found by fuzzing on a lent 16-core
+// machine, a layout of 0 dimensions for next_sentence_labels, rank 1; the reproducer is in the
+// fuzz corpus, which CI replays under ASan). Every dataset, with 0 dimensions and with its rank.
+TEST(BertHdf5, LayoutWithFewerDimensionsThanItsDataspaceIsAnErrorNotACrash) {
+  const std::string found = testing::source_dir() + "/tests/fuzz/corpus/bert_hdf5/layout-of-0-dimensions-for-rank-1.hdf5";
+  for (auto read_path : {BertReadPath::automatic, BertReadPath::hyperslab})
+    expect_error([&] { BertShardReader reader(found, read_path); },
+                 {found, "dataset 'next_sentence_labels' has a chunked layout message of 0 dimensions for a dataspace of rank 1"});
+  TempDir dir;
+  for (uint8_t dims : {0, 1}) {
+    // rank + 1 → dims, or → rank for the rank-2 datasets when dims is 1.
+    auto files = files_with_layout(dir, [&](std::string& bytes, size_t at) {
+      bytes[at + 10] = static_cast<char>(dims == 0 ? 0 : bytes[at + 10] - 1);
+    });
+    for (const std::string& path : files)
+      expect_error([&] { BertShardReader reader(path); }, {path, "has a chunked layout message of", "for a dataspace of rank"});
+  }
 }
 
 // A chunk shape made larger by damage (within the unlimited maximum) made libhdf5 read past the
