@@ -92,7 +92,9 @@ PY
   if ((peer_mb > 0)); then
     echo "# Python peer (Google's algorithm + HF fast tokenizer) on $peer_mb MB" >&2
     # CPU seconds of each whole process (start-up included), the figure a busy machine distorts least.
-    /usr/bin/time -f "%U %S" -o "$dir/peer.cpu" .venv/bin/python scripts/bench/shards_peer.py --text "$dir/peer.txt" \
+    # One thread, as ours: HF's batch encode otherwise spreads over every core (on a lent 16-core
+    # machine it kept ~5 busy, 20.9 CPU s in ~4 s), and threads' overhead is not the peer's work.
+    /usr/bin/time -f "%U %S" -o "$dir/peer.cpu" env TOKENIZERS_PARALLELISM=false .venv/bin/python scripts/bench/shards_peer.py --text "$dir/peer.txt" \
       --vocab "$vocab" --dupe "$dupe" >"$dir/peer.out"
     awk -v cpu="$(awk '{print $1 + $2}' "$dir/peer.cpu")" '{print $2, 1, $3, $4, $5, $6, cpu}' "$dir/peer.out" >>"$results"
     rm -rf "$dir/out-peer"
