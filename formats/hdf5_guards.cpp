@@ -40,17 +40,18 @@ void check_layout_dims(const std::string& path, const MappedFile& map, hid_t fil
   if (at == HADDR_UNDEF || at >= size) return;
   auto u16 = [&](uint64_t o) { return static_cast<uint32_t>(base[o] | base[o + 1] << 8); };
   auto u32 = [&](uint64_t o) { uint32_t v; std::memcpy(&v, base + o, 4); return v; };
-  // The messages that matter, as (offset, length) of their data; length 0: not seen.
+  // The messages that matter, as (offset, length) of their data; length 0: not seen. A shared
+  // dataspace message (flags bit 1) holds a reference, not the rank, so it is passed over.
   uint64_t space_at = 0, space_len = 0, layout_at = 0, layout_len = 0;
-  auto note = [&](uint32_t type, uint64_t data, uint64_t len) {
-    if (type == 1 && !space_len) space_at = data, space_len = len;
+  auto note = [&](uint32_t type, uint32_t flags, uint64_t data, uint64_t len) {
+    if (type == 1 && !(flags & 0x02) && !space_len) space_at = data, space_len = len;
     if (type == 8 && !layout_len) layout_at = data, layout_len = len;
   };
   if (info.hdr.version == 1 && at + 16 <= size) {  // prefix: version, 0, nmesgs, refcount, header size, pad
     uint64_t end = std::min<uint64_t>(size, at + 16 + u32(at + 8));
     for (uint64_t o = at + 16; o + 8 <= end;) {
-      uint32_t type = u16(o), len = u16(o + 2);
-      note(type, o + 8, std::min<uint64_t>(len, end - (o + 8)));
+      uint32_t type = u16(o), len = u16(o + 2);  // then flags, 3 reserved
+      note(type, base[o + 4], o + 8, std::min<uint64_t>(len, end - (o + 8)));
       o += 8 + len;
     }
   } else if (info.hdr.version == 2 && at + 6 <= size && std::memcmp(base + at, "OHDR", 4) == 0) {
@@ -64,8 +65,8 @@ void check_layout_dims(const std::string& path, const MappedFile& map, hid_t fil
     uint64_t end = std::min<uint64_t>(size, o + std::min<uint64_t>(chunk0, size));
     uint64_t msg_header = (flags & 0x04) ? 6 : 4;
     for (; o + msg_header <= end;) {
-      uint32_t type = base[o], len = u16(o + 1);
-      note(type, o + msg_header, std::min<uint64_t>(len, end - (o + msg_header)));
+      uint32_t type = base[o], len = u16(o + 1);  // then flags (and a creation order)
+      note(type, base[o + 3], o + msg_header, std::min<uint64_t>(len, end - (o + msg_header)));
       o += msg_header + len;
     }
   }
@@ -82,7 +83,8 @@ void check_layout_dims(const std::string& path, const MappedFile& map, hid_t fil
     return;  // not chunked
   }
   if (width < 1 || width > 8) return;
-  // The dataspace message (v1 and v2) has its rank in byte 1; a chunked dataset has rank ≥ 1.
+  // The dataspace message (v1 and v2) has its rank in byte 1; a chunked dataset has rank ≥ 1, the
+  // rank assumed when the header's first chunk has no (unshared) dataspace message.
   uint64_t rank = space_len >= 2 ? std::max<uint64_t>(base[space_at + 1], 1) : 1;
   Where where = Where::at_offset(path, static_cast<int64_t>(layout_at));
   if (ndims < rank + 1)

@@ -646,7 +646,7 @@ TEST(BertHdf5, LayoutWithFewerDimensionsThanItsDataspaceIsAnErrorNotACrash) {
     expect_error([&] { BertShardReader reader(found, read_path); },
                  {found, "dataset 'next_sentence_labels' has a chunked layout message of 0 dimensions for a dataspace of rank 1"});
   TempDir dir;
-  for (uint8_t dims : {0, 1}) {
+  for (int dims : {0, 1}) {
     // rank + 1 → dims, or → rank for the rank-2 datasets when dims is 1.
     auto files = files_with_layout(dir, [&](std::string& bytes, size_t at) {
       bytes[at + 10] = static_cast<char>(dims == 0 ? 0 : bytes[at + 10] - 1);
