@@ -39,6 +39,7 @@ using bert_hdf5::Width;
 using bert_hdf5::width_name;
 using hdf5::check_hdf5_signature;
 using hdf5::check_layout_dims;
+using hdf5::check_root_group;
 using hdf5::checked;
 using hdf5::ChunkFile;
 using hdf5::Hid;
@@ -112,6 +113,7 @@ struct BertShardReader::Impl {
     check_hdf5_signature(path);
     Where where{path};
     file = checked(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, where, "cannot open as HDF5");
+    check_root_group(path, MappedFile(path), file.get());
     chunk_file = ChunkFile(path, file.get());
     dxpl = checked(H5Pcreate(H5P_DATASET_XFER), H5Pclose, where, "cannot create transfer property list");
     if (H5Pset_type_conv_cb(dxpl.get(), refuse_overflow, nullptr) < 0) throw_hdf5(where, "cannot set conversion callback");

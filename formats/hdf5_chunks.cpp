@@ -110,6 +110,11 @@ ChunkFile::Stored ChunkFile::locate(hid_t set, const hsize_t* offset, uint64_t l
   hsize_t size = 0;
   if (H5Dget_chunk_info_by_coord(set, offset, &s.skipped_filters, &s.addr, &size) < 0) throw_hdf5(where, "cannot locate " + what);
   s.size = size;
+  // A chunk never written has no address. One with an address and 0 stored bytes is damage: libhdf5
+  // 1.10 reads it as a chunk of the dataset's full size and copies past its buffer (ASan:
+  // heap-buffer-overflow in H5VM_memcpyvv under H5Dread, found by fuzzing).
+  if (s.size == 0 && s.addr != HADDR_UNDEF)
+    throw Error(where, cat(what, " claims 0 stored bytes at address ", s.addr, ": a written chunk is never empty"));
   if (s.size == 0) return s;
   if (s.size > limit)
     throw Error(where, cat(what, " claims ", s.size, " stored bytes, expected at most ", limit, " for a ", chunk_bytes,

@@ -81,7 +81,8 @@ class ChunkFile {
   };
 
   // Where the chunk at `offset` of dataset `set` lies, at most `limit` stored bytes for a chunk of
-  // `chunk_bytes`; `what` names it for errors.
+  // `chunk_bytes`, inside the file; `what` names it for errors. Throws Error for a chunk outside
+  // those bounds or with an address but no stored bytes.
   Stored locate(hid_t set, const hsize_t* offset, uint64_t limit, size_t chunk_bytes, const Where& where,
                 const std::string& what) const;
 

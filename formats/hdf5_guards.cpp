@@ -21,46 +21,53 @@ void check_hdf5_signature(const std::string& path) {
                                              map.size(), " bytes)"));
 }
 
-// libhdf5 1.10 divides by the chunk dimensions of a layout message while it opens a dataset
-// (H5D__chunk_set_info), so a chunk dimension of 0 in a damaged file kills the process with SIGFPE
-// inside H5Dopen2, before any of our checks could run (found by fuzzing). It takes one dimension
-// per axis of the dataspace, and 0 for an axis the layout message does not list (found by fuzzing
-// on a lent machine: a layout of 0 dimensions for a rank-1 dataset). So before opening a dataset
-// we read its object header ourselves (the first header chunk: where HDF5 puts the dataspace and
-// layout messages) and refuse a chunked layout with a zero dimension or fewer dimensions than the
-// dataspace's rank + 1 (the last is the element size). Continuation chunks are not followed; this
-// is a guard against one known crash, not a second HDF5 parser. A header libhdf5 cannot describe
-// is refused too: the guard could not vouch for what H5Dopen2 would decode from it.
-void check_layout_dims(const std::string& path, const MappedFile& map, hid_t file, const char* name) {
-  H5O_info_t info{};
-  if (H5Oget_info_by_name2(file, name, &info, H5O_INFO_BASIC | H5O_INFO_HDR, H5P_DEFAULT) < 0)
-    throw_hdf5(Where{path}, cat("cannot read the object header of dataset '", name, "': the file is damaged"));
+namespace {
+
+// Where libhdf5's addresses start in the file (after the user block) and how wide they are.
+struct AddressSpace {
+  uint64_t origin = 0;
+  size_t offset_bytes = 8, length_bytes = 8;
+};
+
+AddressSpace address_space(const std::string& path, hid_t file) {
+  Hid fcpl = checked(H5Fget_create_plist(file), H5Pclose, Where{path}, "cannot read the file's creation properties");
+  hsize_t userblock = 0;
+  AddressSpace a;
+  if (H5Pget_userblock(fcpl.get(), &userblock) < 0 || H5Pget_sizes(fcpl.get(), &a.offset_bytes, &a.length_bytes) < 0)
+    throw_hdf5(Where{path}, "cannot read the file's creation properties");
+  a.origin = userblock;
+  return a;
+}
+
+// The little-endian unsigned integer of `width` (1 to 8) bytes at `at`.
+uint64_t read_uint(const uint8_t* at, size_t width) {
+  uint64_t v = 0;
+  for (size_t i = width; i-- > 0;) v = v << 8 | at[i];
+  return v;
+}
+
+// Calls note(type, flags, data offset, data length) for each message in the first chunk of the
+// object header at file offset `at` of `version` (1, or 2 with its "OHDR" signature); lengths are
+// cut to the chunk and the file. Continuation chunks are not followed: the guards look for
+// messages HDF5 writes into the first chunk.
+template <class Note>
+void for_each_message(const MappedFile& map, uint64_t at, unsigned version, Note note) {
   const uint8_t* base = map.data();
-  uint64_t size = map.size(), at = info.addr;
-  if (at == HADDR_UNDEF || at >= size) return;
+  const uint64_t size = map.size();
   auto u16 = [&](uint64_t o) { return static_cast<uint32_t>(base[o] | base[o + 1] << 8); };
-  auto u32 = [&](uint64_t o) { uint32_t v; std::memcpy(&v, base + o, 4); return v; };
-  // The messages that matter, as (offset, length) of their data; length 0: not seen. A shared
-  // dataspace message (flags bit 1) holds a reference, not the rank, so it is passed over.
-  uint64_t space_at = 0, space_len = 0, layout_at = 0, layout_len = 0;
-  auto note = [&](uint32_t type, uint32_t flags, uint64_t data, uint64_t len) {
-    if (type == 1 && !(flags & 0x02) && !space_len) space_at = data, space_len = len;
-    if (type == 8 && !layout_len) layout_at = data, layout_len = len;
-  };
-  if (info.hdr.version == 1 && at + 16 <= size) {  // prefix: version, 0, nmesgs, refcount, header size, pad
-    uint64_t end = std::min<uint64_t>(size, at + 16 + u32(at + 8));
+  if (version == 1 && at < size && size - at >= 16) {  // prefix: version, 0, nmesgs, refcount, header size, pad
+    uint64_t end = std::min<uint64_t>(size, at + 16 + read_uint(base + at + 8, 4));
     for (uint64_t o = at + 16; o + 8 <= end;) {
       uint32_t type = u16(o), len = u16(o + 2);  // then flags, 3 reserved
       note(type, base[o + 4], o + 8, std::min<uint64_t>(len, end - (o + 8)));
       o += 8 + len;
     }
-  } else if (info.hdr.version == 2 && at + 6 <= size && std::memcmp(base + at, "OHDR", 4) == 0) {
+  } else if (version == 2 && at < size && size - at >= 6 && std::memcmp(base + at, "OHDR", 4) == 0) {
     uint8_t flags = base[at + 5];
     uint64_t o = at + 6 + ((flags & 0x20) ? 16 : 0) + ((flags & 0x10) ? 4 : 0);
     uint64_t width = uint64_t{1} << (flags & 3);
     if (o + width > size) return;
-    uint64_t chunk0 = 0;
-    std::memcpy(&chunk0, base + o, width);
+    uint64_t chunk0 = read_uint(base + o, width);
     o += width;
     uint64_t end = std::min<uint64_t>(size, o + std::min<uint64_t>(chunk0, size));
     uint64_t msg_header = (flags & 0x04) ? 6 : 4;
@@ -70,6 +77,74 @@ void check_layout_dims(const std::string& path, const MappedFile& map, hid_t fil
       o += msg_header + len;
     }
   }
+}
+
+}  // namespace
+
+// libhdf5 1.10 looks a name up in an old-style group through the symbol table message of the
+// group's object header: a B-tree of symbol nodes whose names live in a local heap. It reads that
+// heap without checking its address or size against the file, so a damaged root group kills the
+// process inside H5Lexists or H5Dopen2 (SEGV: a null read in H5F__accum_read under
+// H5HL_protect, found by fuzzing). So before the first lookup we read the root group's symbol
+// table message ourselves and refuse a B-tree or local heap that is not where it says, whole,
+// inside the file. A root group without one (new-style links) is left to libhdf5.
+void check_root_group(const std::string& path, const MappedFile& map, hid_t file) {
+  H5O_info_t info{};
+  if (H5Oget_info2(file, &info, H5O_INFO_BASIC | H5O_INFO_HDR) < 0)
+    throw_hdf5(Where{path}, "cannot read the object header of the root group: the file is damaged");
+  const AddressSpace space = address_space(path, file);
+  const uint64_t size = map.size(), width = space.offset_bytes, length = space.length_bytes;
+  if (info.addr == HADDR_UNDEF || width < 1 || width > 8 || length < 1 || length > 8 || space.origin > size) return;
+  uint64_t stab_at = 0, stab_len = 0;  // the symbol table message (type 17): B-tree address, heap address
+  for_each_message(map, space.origin + info.addr, info.hdr.version, [&](uint32_t type, uint32_t, uint64_t data, uint64_t len) {
+    if (type == 17 && !stab_len) stab_at = data, stab_len = len;
+  });
+  if (stab_len < 2 * width) return;
+  const uint8_t* base = map.data();
+  const uint64_t btree = read_uint(base + stab_at, width), heap = read_uint(base + stab_at + width, width);
+  const uint64_t room = size - space.origin;  // bytes from address 0 to the end of the file
+  Where where = Where::at_offset(path, static_cast<int64_t>(stab_at));
+  auto damaged = [&](const std::string& what) {
+    return Error(where, cat("the root group's symbol table message names ", what, ": the file is damaged"));
+  };
+  // A v1 B-tree node: "TREE", node type (0: group), level, entries used, left and right siblings.
+  if (btree >= room || room - btree < 8 + 2 * width || std::memcmp(base + space.origin + btree, "TREE", 4) != 0 ||
+      base[space.origin + btree + 4] != 0)
+    throw damaged(cat("a B-tree at address ", btree, " where the ", size, "-byte file has no group B-tree node"));
+  // A local heap: "HEAP", version 0, 3 reserved, data size, free-list offset, data address.
+  if (heap >= room || room - heap < 8 + 2 * length + width || std::memcmp(base + space.origin + heap, "HEAP", 4) != 0)
+    throw damaged(cat("a local heap at address ", heap, " where the ", size, "-byte file has none"));
+  const uint64_t data_size = read_uint(base + space.origin + heap + 8, length);
+  const uint64_t data_at = read_uint(base + space.origin + heap + 8 + 2 * length, width);
+  if (data_at >= room || data_size > room - data_at)
+    throw damaged(cat("a local heap whose ", data_size, " bytes of names at address ", data_at, " lie past the end of the ", size,
+                      "-byte file"));
+}
+
+// libhdf5 1.10 divides by the chunk dimensions of a layout message while it opens a dataset
+// (H5D__chunk_set_info), so a chunk dimension of 0 in a damaged file kills the process with SIGFPE
+// inside H5Dopen2, before any of our checks could run (found by fuzzing). It takes one dimension
+// per axis of the dataspace, and 0 for an axis the layout message does not list (found by fuzzing
+// on a lent machine: a layout of 0 dimensions for a rank-1 dataset). So before opening a dataset
+// we read its object header ourselves (the first header chunk: where HDF5 puts the dataspace and
+// layout messages) and refuse a chunked layout with a zero dimension or fewer dimensions than the
+// dataspace's rank + 1 (the last is the element size). This is a guard against one known crash,
+// not a second HDF5 parser. A header libhdf5 cannot describe is refused too: the guard could not
+// vouch for what H5Dopen2 would decode from it.
+void check_layout_dims(const std::string& path, const MappedFile& map, hid_t file, const char* name) {
+  H5O_info_t info{};
+  if (H5Oget_info_by_name2(file, name, &info, H5O_INFO_BASIC | H5O_INFO_HDR, H5P_DEFAULT) < 0)
+    throw_hdf5(Where{path}, cat("cannot read the object header of dataset '", name, "': the file is damaged"));
+  const uint64_t origin = address_space(path, file).origin;
+  if (info.addr == HADDR_UNDEF || origin > map.size() || info.addr >= map.size() - origin) return;
+  const uint8_t* base = map.data();
+  // The messages that matter, as (offset, length) of their data; length 0: not seen. A shared
+  // dataspace message (flags bit 1) holds a reference, not the rank, so it is passed over.
+  uint64_t space_at = 0, space_len = 0, layout_at = 0, layout_len = 0;
+  for_each_message(map, origin + info.addr, info.hdr.version, [&](uint32_t type, uint32_t flags, uint64_t data, uint64_t len) {
+    if (type == 1 && !(flags & 0x02) && !space_len) space_at = data, space_len = len;
+    if (type == 8 && !layout_len) layout_at = data, layout_len = len;
+  });
   if (layout_len < 3) return;
   const uint8_t* m = base + layout_at;
   uint64_t dims_at = 0, ndims = 0, width = 4;
@@ -90,11 +165,9 @@ void check_layout_dims(const std::string& path, const MappedFile& map, hid_t fil
   if (ndims < rank + 1)
     throw Error(where, cat("dataset '", name, "' has a chunked layout message of ", ndims, " dimensions for a dataspace of rank ",
                            rank, ", expected ", rank + 1, ": the file is damaged"));
-  for (uint64_t d = 0; d < ndims && dims_at + (d + 1) * width <= layout_len; ++d) {
-    uint64_t v = 0;
-    std::memcpy(&v, m + dims_at + d * width, width);
-    if (v == 0) throw Error(where, cat("dataset '", name, "' has a chunk dimension of 0 in its layout message: the file is damaged"));
-  }
+  for (uint64_t d = 0; d < ndims && dims_at + (d + 1) * width <= layout_len; ++d)
+    if (read_uint(m + dims_at + d * width, width) == 0)
+      throw Error(where, cat("dataset '", name, "' has a chunk dimension of 0 in its layout message: the file is damaged"));
 }
 
 }  // namespace pretrain::hdf5

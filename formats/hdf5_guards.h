@@ -15,6 +15,12 @@ namespace pretrain::hdf5 {
 // Throws Error naming the file when there is no HDF5 signature at byte 0 or 512 * 2^k.
 void check_hdf5_signature(const std::string& path);
 
+// Refuses (throws Error at the symbol table message's offset) a root group whose symbol table
+// message, in the first chunk of its object header, names a B-tree or local heap that is not
+// there, whole, inside the file; call it after H5Fopen and before any lookup by name.
+// `map` is `path` mapped; `file` is it opened with H5Fopen.
+void check_root_group(const std::string& path, const MappedFile& map, hid_t file);
+
 // Refuses (throws Error at the layout message's offset) a chunked layout message with a chunk
 // dimension of 0, or fewer dimensions than the dataspace's rank + 1, in dataset `name`'s first
 // object header chunk, and (throws Error naming the file) a header libhdf5 cannot describe; call

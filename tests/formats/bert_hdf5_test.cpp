@@ -671,6 +671,83 @@ TEST(BertHdf5, ChunkShapeLargerThanItsDataIsAnError) {
       }, {path});
 }
 
+// A copy of `bytes` with `with` written at `at`, as a file in `dir` named for `name`.
+std::string damaged_copy(const TempDir& dir, std::string bytes, size_t at, std::string_view with, const std::string& name) {
+  bytes.replace(at, with.size(), with);
+  std::string path = dir.file(name + ".hdf5");
+  write_file_atomic(path, bytes);
+  return path;
+}
+
+std::string le64(uint64_t v) {
+  std::string s(8, '\0');
+  std::memcpy(s.data(), &v, 8);
+  return s;
+}
+
+// Opens `path` and reads every record, on both read paths, expecting an Error naming `expected`.
+void expect_read_error(const std::string& path, const std::vector<std::string>& expected) {
+  for (auto read_path : {BertReadPath::automatic, BertReadPath::hyperslab})
+    expect_error([&] {
+      BertShardReader reader(path, read_path);
+      BertBatch b;
+      reader.read_range(0, reader.size(), b);
+    }, expected);
+}
+
+// libhdf5 1.10 looks names up through the root group's symbol table and reads its local heap
+// without checking it against the file: a damaged one killed the process with SIGSEGV inside
+// H5Lexists (found by fuzzing; the reproducer is in the fuzz corpus). The reader must refuse such a
+// root group before its first lookup. Our files' root group is the only old-style group, so its
+// B-tree node is the one "TREE" of node type 0 and its local heap the one "HEAP".
+TEST(BertHdf5, DamagedRootGroupIsAnErrorNotACrash) {
+  const std::string found = testing::source_dir() + "/tests/fuzz/corpus/bert_hdf5/root-group-symbol-table-past-the-file.hdf5";
+  expect_read_error(found, {found, "byte 120: the root group's symbol table message names a B-tree at address"});
+  TempDir dir;
+  std::string good = dir.file("good.hdf5");
+  write_random(good, 20, 16, 4, 8);
+  const std::string bytes = read_file(good);
+  const size_t heap = bytes.find("HEAP"), tree = bytes.find(std::string("TREE\0", 5));
+  ASSERT_NE(heap, std::string::npos);
+  ASSERT_NE(tree, std::string::npos);
+  ASSERT_EQ(bytes.find("HEAP", heap + 1), std::string::npos) << "expected one local heap";
+  struct Damage {
+    size_t at;
+    std::string with, expected;
+  };
+  const Damage damages[] = {
+      {heap, "PAEH", "a local heap at address"},
+      {heap + 8, le64(uint64_t{1} << 40), "bytes of names at address"},  // the names' size
+      {heap + 24, le64(bytes.size()), "bytes of names at address"},      // their address
+      {tree, "EERT", "a B-tree at address"},
+      {tree + 4, std::string(1, '\1'), "a B-tree at address"},  // a chunk B-tree node, not a group's
+  };
+  for (const Damage& d : damages) {
+    std::string path = damaged_copy(dir, bytes, d.at, d.with, cat("root-", d.at));
+    expect_read_error(path, {path, "the root group's symbol table message names", d.expected, "the file is damaged"});
+  }
+  BertShardReader reader(good);  // and the undamaged file still opens
+  EXPECT_EQ(reader.size(), 20);
+}
+
+// A chunk index entry with an address and 0 stored bytes made libhdf5 1.10 copy a whole chunk out
+// of a shorter buffer (ASan: heap-buffer-overflow in H5VM_memcpyvv under H5Dread; found by fuzzing,
+// the reproducer is in the fuzz corpus). Both read paths must refuse it. A chunk B-tree node is
+// "TREE", type 1, level, entries (2), two sibling addresses, then keys: stored size (4), filter
+// mask (4), offsets; the first key's size is set to 0.
+TEST(BertHdf5, ChunkWithAnAddressAndNoStoredBytesIsAnError) {
+  const std::string found = testing::source_dir() + "/tests/fuzz/corpus/bert_hdf5/chunk-with-an-address-and-0-stored-bytes.hdf5";
+  expect_read_error(found, {found, "'input_ids'", "at record 0 claims 0 stored bytes at address 5552"});
+  TempDir dir;
+  std::string good = dir.file("good.hdf5");
+  write_random(good, 20, 16, 4, 8);
+  const std::string bytes = read_file(good);
+  const size_t tree = bytes.find(std::string("TREE\1\0", 6));
+  ASSERT_NE(tree, std::string::npos);
+  std::string path = damaged_copy(dir, bytes, tree + 24, std::string(4, '\0'), "empty-chunk");
+  expect_read_error(path, {path, "claims 0 stored bytes at address", "a written chunk is never empty"});
+}
+
 // ---------------------------------------------------------------------------------------------
 // NVIDIA's files (create_pretraining_data.py + h5py), checked against its own instance dump.
 
