@@ -10,13 +10,32 @@
 #
 # scripts/fuzz.sh --campaign HOURS [TARGET…]: every target (or those named) in turn, HOURS shared
 # equally; after each, the inputs that add coverage are merged (-merge=1, which keeps only those)
-# into tests/fuzz/corpus/TARGET, and a row (date, seconds, executions, coverage, features, inputs
-# added, findings, machine) is appended to tests/fuzz/campaign.md, whose totals per target it
+# into tests/fuzz/corpus/TARGET, and a row (date, seconds fuzzed, executions, coverage, features,
+# inputs added, findings, machine) is appended to tests/fuzz/campaign.md, whose totals per target it
 # then prints. PRETRAIN_FUZZ_PARALLEL=P runs P targets at a time (a many-core machine), each for
 # HOURS × P / targets (at most HOURS), so the campaign still takes HOURS.
 # PRETRAIN_FUZZ_PREBUILT=1 uses the binaries already in $PRETRAIN_FUZZ_BUILD/fuzz as they are (no
 # cmake), for a machine they were copied to.
+# scripts/fuzz.sh --log-status LOG prints a libFuzzer log's last status: EXECUTIONS COVERAGE FEATURES.
 set -euo pipefail
+# The last status of libFuzzer log $1 as "EXECUTIONS COVERAGE FEATURES" (? where absent). Fork mode
+# (bert_hdf5) prints "#N: cov: C ft: F …" lines for all its children; after a crash it echoes the
+# crashing child's log, whose "#N NEW cov: …" lines count that child alone, so its own lines win
+# where there are any (campaign rows of crashed fork-mode runs read the child's count before).
+log_status() {
+  local line
+  line=$(grep -E '^#[0-9]+: cov: ' "$1" | tail -n 1 || true)
+  [[ -n $line ]] || line=$(grep -E '^#[0-9]+[[:space:]].*cov: ' "$1" | tail -n 1 || true)
+  local execs cov ft
+  execs=$(grep -oE '^#[0-9]+' <<<"$line" | tr -d '#' || true)
+  cov=$(grep -oE 'cov: [0-9]+' <<<"$line" | grep -oE '[0-9]+' || true)
+  ft=$(grep -oE 'ft: [0-9]+' <<<"$line" | grep -oE '[0-9]+' || true)
+  echo "${execs:-0} ${cov:-?} ${ft:-?}"
+}
+if [[ ${1:-} == --log-status && $# -eq 2 ]]; then
+  log_status "$2"
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 campaign= named=()
 if [[ ${1:-} == --campaign && $# -ge 2 ]]; then
@@ -61,14 +80,11 @@ if [[ -n $campaign && ! -d $shared/vocab ]]; then
 fi
 # How many reproducers of the kinds in $2 (crash|leak|…) target $1 left.
 reproducers() { ls "$build/corpus" | grep -cE "^$1-($2)-" || true; }
-# Appends the row of target $1's run (its log in $build/corpus/$1.log) and merges its new inputs.
+# Appends the row of target $1's run of $2 seconds (its log in $build/corpus/$1.log) and merges its
+# new inputs.
 campaign_row() {
-  local t=$1 log=$build/corpus/$1.log execs cov ft findings before after
-  # The last status line: "#N DONE cov: C ft: F …" (or the last "#N … cov: C ft: F" before a crash);
-  # fork mode (bert_hdf5) prints "#N: cov: C ft: F … exec/s" lines.
-  execs=$(grep -oE '^#[0-9]+' "$log" | tail -n 1 | tr -d '#')
-  cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+')
-  ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+')
+  local t=$1 ran=$2 execs cov ft findings before after
+  read -r execs cov ft < <(log_status "$build/corpus/$1.log")
   findings=$(reproducers "$t" "crash|leak|timeout|oom")
   if ignores_ooms "$t"; then
     local ooms
@@ -81,8 +97,8 @@ campaign_row() {
   (cd "$build/corpus" && ../fuzz/fuzz_$t -merge=1 -rss_limit_mb=2048 "$OLDPWD/tests/fuzz/corpus/$t" "$t" >"$t.merge.log" 2>&1) ||
     echo "fuzz $t: merging its corpus failed (see $build/corpus/$t.merge.log)" >&2
   after=$(ls "tests/fuzz/corpus/$t" | wc -l)
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(date -u +%Y-%m-%dT%H:%MZ)" "$t" "$seconds" "${execs:-0}" \
-    "${cov:-?}" "${ft:-?}" "$((after - before))" "$findings" "$(nproc) cores, $parallel at a time" >>"$table"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(date -u +%Y-%m-%dT%H:%MZ)" "$t" "$ran" "$execs" \
+    "$cov" "$ft" "$((after - before))" "$findings" "$(nproc) cores, $parallel at a time" >>"$table"
 }
 # Executions and findings per target over every campaign in the table.
 campaign_totals() {
@@ -95,7 +111,7 @@ ooms_ignored=" bert_hdf5 "
 ignores_ooms() { [[ $ooms_ignored == *" $1 "* ]]; }
 # Runs target $1 (and its campaign row); non-zero when it found something.
 fuzz_one() {
-  local t=$1 corpus=$build/corpus/$1 seeds=tests/fuzz/corpus/$1 extra=() asan_extra= status=0
+  local t=$1 corpus=$build/corpus/$1 seeds=tests/fuzz/corpus/$1 extra=() asan_extra= status=0 start=$SECONDS ran
   mkdir -p "$corpus"
   [[ -d $seeds ]] || seeds=
   # libhdf5 1.10 mallocs whatever size a damaged file states (e.g. a local heap in H5HL_protect,
@@ -117,7 +133,10 @@ fuzz_one() {
   else
     grep -E "^#[0-9]+.*DONE|Done [0-9]+ runs|oom/timeout/crash" "$build/corpus/$t.log" | tail -n 1 || true
   fi
-  if [[ -n $campaign ]]; then campaign_row "$t"; fi
+  # The seconds it fuzzed: fewer than planned when it stopped on a crash.
+  ran=$((SECONDS - start))
+  ((ran < seconds)) || ran=$seconds
+  if [[ -n $campaign ]]; then campaign_row "$t" "$ran"; fi
   return $status
 }
 # The table's header, once, before targets run side by side.
