@@ -17,7 +17,10 @@ if(PRETRAIN_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     message(FATAL_ERROR "PRETRAIN_FUZZ needs clang (CC=clang CXX=clang++): libFuzzer is part of clang")
   endif()
-  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+  # UBSan must stop the run as ASan does: in its default recover mode a run prints "runtime error"
+  # and fuzzes on, so scripts/fuzz.sh's own build (this option alone; CI's adds PRETRAIN_SANITIZE,
+  # which never recovered) could not count such a report as a finding.
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)
 endif()
 

@@ -1,3 +1,4 @@
+#include "common/json_integer.h"
 #include "common/manifest.h"
 
 #include "common/error.h"
@@ -45,23 +46,23 @@ Manifest Manifest::from_json(const json& j, const std::string& source) {
   Manifest m;
   try {
     m.format = field(j, "format", "the manifest").get<std::string>();
-    m.version = field(j, "version", "the manifest").get<int>();
+    m.version = json_integer<int>(field(j, "version", "the manifest"));
     if (m.version != kManifestVersion)
       throw Error(Where{source}, cat("expected manifest version ", kManifestVersion, ", found ", m.version));
     if (j.contains("tokenizer")) {
       const json& t = j["tokenizer"];
       m.tokenizer.kind = t.value("kind", "");
       m.tokenizer.vocab_hash = t.value("vocab_hash", "");
-      m.tokenizer.vocab_size = t.value("vocab_size", int64_t{0});
-      if (t.contains("special_ids")) m.tokenizer.special_ids = t["special_ids"].get<std::map<std::string, int64_t>>();
+      m.tokenizer.vocab_size = json_integer_or<int64_t>(t, "vocab_size", 0);
+      if (t.contains("special_ids")) m.tokenizer.special_ids = json_integer_map<int64_t>(t["special_ids"]);
     }
-    m.seq_len = j.value("seq_len", int64_t{0});
-    m.max_predictions = j.value("max_predictions", int64_t{0});
+    m.seq_len = json_integer_or<int64_t>(j, "seq_len", 0);
+    m.max_predictions = json_integer_or<int64_t>(j, "max_predictions", 0);
     if (j.contains("created_by")) {
       const json& c = j["created_by"];
       m.tool = c.value("tool", "");
       if (c.contains("args")) m.args = c["args"].get<std::vector<std::string>>();
-      if (c.contains("seed") && !c["seed"].is_null()) m.seed = c["seed"].get<uint64_t>();
+      if (c.contains("seed") && !c["seed"].is_null()) m.seed = json_integer<uint64_t>(c["seed"]);
     }
     m.complete = j.value("complete", true);
     if (j.contains("stats")) m.stats = j["stats"];
@@ -73,8 +74,8 @@ Manifest Manifest::from_json(const json& j, const std::string& source) {
       ShardEntry s;
       std::string where = cat("shards[", i, "]");
       s.file = field(e, "file", where.c_str()).get<std::string>();
-      s.records = field(e, "records", where.c_str()).get<uint64_t>();
-      s.bytes = field(e, "bytes", where.c_str()).get<uint64_t>();
+      s.records = json_integer<uint64_t>(field(e, "records", where.c_str()));
+      s.bytes = json_integer<uint64_t>(field(e, "bytes", where.c_str()));
       s.xxh3 = field(e, "xxh3", where.c_str()).get<std::string>();
       if (e.contains("companions")) s.companions = e["companions"].get<std::map<std::string, std::string>>();
       if (s.file.empty() || s.file.find("..") != std::string::npos || s.file[0] == '/')
@@ -117,8 +118,8 @@ std::vector<ManifestBin> manifest_bins(const Manifest& split, const std::string&
   if (!split.extra.contains("bins")) return bins;
   try {
     for (const json& b : split.extra.at("bins"))
-      bins.push_back({b.at("dir").get<std::string>(), b.at("bin").get<int>(), b.at("max_length").get<int64_t>(),
-                      b.at("records").get<uint64_t>(), b.at("shards").get<uint64_t>()});
+      bins.push_back({b.at("dir").get<std::string>(), json_integer<int>(b.at("bin")), json_integer<int64_t>(b.at("max_length")),
+                      json_integer<uint64_t>(b.at("records")), json_integer<uint64_t>(b.at("shards"))});
   } catch (const json::exception& e) {
     throw Error(Where{source}, cat("expected extra.bins, a list of {dir, bin, max_length, records, shards}: ", e.what()));
   }

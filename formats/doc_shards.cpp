@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/hash.h"
+#include "common/json_integer.h"
 #include "common/log.h"
 #include "common/utf8.h"
 #include "formats/compressed_input.h"
@@ -175,7 +176,7 @@ Manifest DocShardWriter::finish_manifest(Manifest base) {
   if (!m.stats.is_object()) m.stats = nlohmann::json::object();
   // A resumed run passes the earlier manifest as base: its byte and repair counts carry on.
   auto add_stat = [&](const char* key, uint64_t v) {
-    uint64_t earlier = m.stats.contains(key) && m.stats[key].is_number_unsigned() ? m.stats[key].get<uint64_t>() : 0;
+    uint64_t earlier = m.stats.contains(key) && m.stats[key].is_number_unsigned() ? json_integer<uint64_t>(m.stats[key]) : 0;
     m.stats[key] = earlier + v;
   };
   m.stats["documents"] = m.total_records();

@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "common/common.h"
+#include "common/json_integer.h"
 #include "formats/bert_hdf5.h"
 #include "formats/doc_shards.h"
 #include "formats/llmc.h"
@@ -176,7 +177,7 @@ static int verify_dir(const std::string& dir, std::ostream& out) {
   Manifest m = Manifest::read(manifest_path);
   if (m.format == kFormatBertHdf5Binned) return verify_bins(m, manifest_path, out);
   ShardKind kind = kind_of_format(m.format, manifest_path);
-  const int64_t max_pack = m.extra.value("max_pack", int64_t{0});
+  const int64_t max_pack = json_integer_or<int64_t>(m.extra, "max_pack", 0);
   std::vector<VerifyProblem> problems = verify_manifest(m, root, [&](const std::string& p) {
     return kind == ShardKind::bert_hdf5 ? verify_bert_records(p, max_pack) : count_records(kind, p);
   });

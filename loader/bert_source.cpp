@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/hash.h"
+#include "common/json_integer.h"
 #include "formats/bert_hdf5.h"
 #include "loader/source.h"
 
@@ -73,7 +74,7 @@ class BertSource final : public SampleSource {
           shard.records = int64_t(m->shards[i].records);
           seq = m->seq_len;
           pred = m->max_predictions;
-          pack = m->extra.value("max_pack", int64_t{0});
+          pack = json_integer_or<int64_t>(m->extra, "max_pack", 0);
         } else {
           BertShardReader reader(shard.path);
           shard.records = reader.size();

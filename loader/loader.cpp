@@ -28,6 +28,7 @@
 #include "common/device.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/json_integer.h"
 #include "loader/device_copy.h"
 #include "loader/masking.h"
 #include "loader/source.h"
@@ -93,8 +94,8 @@ LoaderState LoaderState::from_json(const std::string& text) {
   try {
     const auto j = nlohmann::json::parse(text);
     LoaderState s;
-    s.epoch = j.at("epoch").get<uint64_t>();
-    s.consumed = j.at("consumed").get<uint64_t>();
+    s.epoch = json_integer<uint64_t>(j.at("epoch"));
+    s.consumed = json_integer<uint64_t>(j.at("consumed"));
     s.seed = parse_hex64(j.at("seed").get<std::string>());
     s.fingerprint = parse_hex64(j.at("fingerprint").get<std::string>());
     return s;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/json_integer.h"
 #include "common/utf8.h"
 
 namespace pretrain {
@@ -53,7 +54,7 @@ std::vector<AddedToken> read_added_tokens(const nlohmann::json& added_tokens, co
         !a["content"].is_string() || a["content"].get_ref<const std::string&>().empty())
       throw Error(where, cat("added_tokens[", i, "]: expected {\"id\": int, \"content\": non-empty string, ...}, found ",
                              a.dump()));
-    const int64_t id = a["id"].get<int64_t>();
+    const int64_t id = json_integer<int64_t>(a["id"]);
     if (id < 0 || id >= kMaxTokenId) throw Error(where, cat("added_tokens[", i, "]: id ", id, " out of range"));
     AddedToken token;
     token.content = a["content"].get<std::string>();

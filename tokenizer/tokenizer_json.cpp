@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file.h"
+#include "common/json_integer.h"
 
 namespace pretrain {
 namespace {
@@ -137,7 +138,7 @@ std::vector<std::pair<std::string, TokenId>> read_vocab_object(const nlohmann::j
   for (const auto& [token, value] : object.items()) {
     if (!value.is_number_integer())
       throw Error(where, cat("the id of token \"", token, "\" is not an integer: ", value.dump()));
-    const auto id = value.get<int64_t>();
+    const auto id = json_integer<int64_t>(value);
     if (id < 0 || id >= kMaxTokenId) throw Error(where, cat("the id of token \"", token, "\" is out of range: ", id));
     vocab.emplace_back(token, static_cast<TokenId>(id));
   }

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/file.h"
+#include "common/json_integer.h"
 
 namespace pretrain {
 
@@ -61,7 +62,7 @@ void check_fields(const json& cfg, const std::string& source, const std::vector<
   for (const Field& f : fields) {
     if (!cfg.contains(f.key) || !cfg[f.key].is_number_integer())
       throw Error(Where{source}, cat("\"", f.key, "\" is missing or not an integer (the model has ", f.ours, ")"));
-    const int64_t theirs = cfg[f.key].get<int64_t>();
+    const int64_t theirs = json_integer<int64_t>(cfg[f.key]);
     if (theirs != f.ours)
       throw Error(Where{source}, cat("\"", f.key, "\" is ", theirs, ", the model's is ", f.ours, " (", f.flag, ")"));
   }
@@ -83,7 +84,7 @@ void check_eps(const json& cfg, const std::string& source, const char* key, floa
 // config.json against the model; returns the checkpoint's vocabulary (≤ the model's, which may pad it).
 int64_t check_config(const json& cfg, const std::string& source, const ModelConfig& c) {
   if (!cfg.is_object()) throw Error(Where{source}, "expected a JSON object (BertConfig or GPT2Config)");
-  const int64_t vocab = cfg.value("vocab_size", int64_t{0});
+  const int64_t vocab = json_integer_or<int64_t>(cfg, "vocab_size", 0);
   if (vocab <= 0 || vocab > c.vocab_size)
     throw Error(Where{source}, cat("\"vocab_size\" is ", vocab, ", the model has ", c.vocab_size,
                                    " rows (the shards' vocabulary, or --vocab-size)"));
@@ -101,7 +102,7 @@ int64_t check_config(const json& cfg, const std::string& source, const ModelConf
   } else {
     check_string(cfg, source, "model_type", {"gpt2"}, "\"gpt2\" (this is gpt_pretrain)");
     json with_inner = cfg;
-    if (!with_inner.contains("n_inner") || with_inner["n_inner"].is_null()) with_inner["n_inner"] = 4 * cfg.value("n_embd", int64_t{0});
+    if (!with_inner.contains("n_inner") || with_inner["n_inner"].is_null()) with_inner["n_inner"] = 4 * json_integer_or<int64_t>(cfg, "n_embd", 0);
     check_fields(with_inner, source,
                  {{"n_embd", c.hidden, "--hidden / --model"},
                   {"n_layer", c.layers, "--layers / --model"},

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/file.h"
+#include "common/json_integer.h"
 
 namespace pretrain {
 
@@ -81,8 +82,8 @@ std::map<std::string, HostTensor> read_safetensors(const std::string& path, std:
     try {
       const std::string dtype = info.at("dtype").get<std::string>();
       HostTensor t;
-      t.shape = info.at("shape").get<std::vector<int64_t>>();
-      const auto range = info.at("data_offsets").get<std::vector<uint64_t>>();
+      t.shape = json_integers<int64_t>(info.at("shape"));
+      const auto range = json_integers<uint64_t>(info.at("data_offsets"));
       uint64_t numel = 1;
       for (int64_t d : t.shape) {
         if (d < 0) throw Error("negative dimension");

@@ -13,6 +13,7 @@
 #include "common/counter_rng.h"
 #include "common/error.h"
 #include "common/file.h"
+#include "common/json_integer.h"
 #include "common/log.h"
 #include "common/manifest.h"
 #include "loader/loader.h"
@@ -556,10 +557,10 @@ int train(TrainOptions o, const Fault& fault) {
   if (run.resume) {
     if (auto path = latest_checkpoint(run.checkpoint_dir)) {
       const nlohmann::json state = load_checkpoint(*path, model, optimizer);
-      done.step = state.at("step").get<int64_t>();
+      done.step = json_integer<int64_t>(state.at("step"));
       optimizer.set_updates(state.value("optimizer_updates", done.step));
       done.scaler.scale = state.value("loss_scale", done.scaler.scale);
-      done.scaler.good_steps = state.value("loss_scale_good_steps", int64_t(0));
+      done.scaler.good_steps = json_integer_or<int64_t>(state, "loss_scale_good_steps", 0);
       loader.restore(LoaderState::from_json(state.at("loader").get<std::string>()));
       log_info("resumed from ", *path, " at step ", done.step);
     } else {

@@ -17,6 +17,7 @@
 #include "common/counter_rng.h"
 #include "common/error.h"
 #include "common/file.h"
+#include "common/json_integer.h"
 #include "common/progress.h"
 #include "datagen/shards/bert_shard_filler.h"
 #include "datagen/shards/bert_spill_record.h"
@@ -97,9 +98,9 @@ class SpillBuckets {
     if (!file_exists(meta_)) return false;
     try {
       auto meta = nlohmann::json::parse(read_file(meta_));
-      if (meta.at("key") == key_ && meta.value("format", 1) == kSpillFormat && meta.at("counts").size() == count()) {
-        counts_ = meta.at("counts").get<std::vector<uint64_t>>();
-        pieces_ = meta.value("pieces", 1);
+      if (meta.at("key") == key_ && json_integer_or<int>(meta, "format", 1) == kSpillFormat && meta.at("counts").size() == count()) {
+        counts_ = json_integers<uint64_t>(meta.at("counts"));
+        pieces_ = json_integer_or<int>(meta, "pieces", 1);
         return true;
       }
     } catch (const std::exception&) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "common/json_integer.h"
 
 namespace pretrain {
 
@@ -34,10 +35,10 @@ std::optional<TokenStoreWriter::Checkpoint> TokenStoreWriter::resume_point(const
     nlohmann::json p = nlohmann::json::parse(read_file(progress_path(dir)));
     if (p.at("key") != key) return std::nullopt;
     Checkpoint c;
-    c.documents = p.at("documents").get<uint64_t>();
-    c.sentences = p.at("sentences").get<uint64_t>();
-    c.tokens = p.at("tokens").get<uint64_t>();
-    c.input_documents = p.at("input_documents").get<uint64_t>();
+    c.documents = json_integer<uint64_t>(p.at("documents"));
+    c.sentences = json_integer<uint64_t>(p.at("sentences"));
+    c.tokens = json_integer<uint64_t>(p.at("tokens"));
+    c.input_documents = json_integer<uint64_t>(p.at("input_documents"));
     c.extra = p.value("extra", nlohmann::json());
     auto holds = [&](const char* name, uint64_t bytes) {
       const std::string path = path_join(dir, std::string(name) + ".partial");
@@ -98,9 +99,9 @@ bool TokenStore::complete(const std::string& dir, const nlohmann::json& key) {
   try {
     nlohmann::json meta = nlohmann::json::parse(read_file(meta_path));
     return meta.at("key") == key &&
-           file_size(path_join(dir, "tokens.bin")) == meta.at("tokens").get<uint64_t>() * sizeof(TokenId32) &&
-           file_size(path_join(dir, "sentences.bin")) == meta.at("sentences").get<uint64_t>() * 8 &&
-           file_size(path_join(dir, "documents.bin")) == meta.at("documents").get<uint64_t>() * 8;
+           file_size(path_join(dir, "tokens.bin")) == json_integer<uint64_t>(meta.at("tokens")) * sizeof(TokenId32) &&
+           file_size(path_join(dir, "sentences.bin")) == json_integer<uint64_t>(meta.at("sentences")) * 8 &&
+           file_size(path_join(dir, "documents.bin")) == json_integer<uint64_t>(meta.at("documents")) * 8;
   } catch (const std::exception&) {
     return false;  // damaged or partial: the stage runs again
   }

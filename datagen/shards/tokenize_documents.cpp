@@ -18,6 +18,7 @@
 #include "common/communicator.h"
 #include "common/error.h"
 #include "common/file.h"
+#include "common/json_integer.h"
 #include "common/log.h"
 #include "common/progress.h"
 #include "datagen/shards/token_store.h"
@@ -90,15 +91,15 @@ class PartBlocks {
  public:
   // New, or continuing a checkpoint's `extra` (when can_resume() says it can).
   PartBlocks(const std::string& store_dir, const nlohmann::json& extra)
-      : written_(extra.is_null() ? 0 : extra.at("blocks").get<uint64_t>()),
+      : written_(extra.is_null() ? 0 : json_integer<uint64_t>(extra.at("blocks"))),
         file_(AtomicFile::resumable(path_join(store_dir, "blocks.bin"), written_ * 8)) {
-    if (!extra.is_null() && !extra.at("open").is_null()) open_ = extra.at("open").get<uint64_t>();
+    if (!extra.is_null() && !extra.at("open").is_null()) open_ = json_integer<uint64_t>(extra.at("open"));
   }
   // Whether a checkpoint's extra can be continued: blocks.bin.partial still holds its blocks.
   static bool can_resume(const std::string& store_dir, const nlohmann::json& extra) {
     const std::string path = path_join(store_dir, "blocks.bin.partial");
     try {
-      return extra.is_object() && file_exists(path) && file_size(path) >= extra.at("blocks").get<uint64_t>() * 8;
+      return extra.is_object() && file_exists(path) && file_size(path) >= json_integer<uint64_t>(extra.at("blocks")) * 8;
     } catch (const std::exception&) {
       return false;
     }

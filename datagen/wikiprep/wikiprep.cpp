@@ -16,6 +16,7 @@
 #include "common/communicator.h"
 #include "common/file.h"
 #include "common/hash.h"
+#include "common/json_integer.h"
 #include "common/log.h"
 #include "common/manifest.h"
 #include "common/progress.h"
@@ -75,7 +76,7 @@ Counts counts_from_json(const json& j, const std::string& source) {
                             {"invalid_utf8_replaced", &Counts::invalid_utf8_replaced}}) {
     if (!j.contains(key) || !j[key].is_number_unsigned())
       throw Error(Where{source}, cat("stats.", key, ": expected an unsigned number"));
-    c.*field = j[key].get<uint64_t>();
+    c.*field = json_integer<uint64_t>(j[key]);
   }
   return c;
 }
@@ -428,7 +429,7 @@ class Wikiprep {
       for (auto field : {&Counts::pages_seen, &Counts::articles_written, &Counts::redirects_skipped, &Counts::namespaces_skipped,
                          &Counts::short_skipped, &Counts::sentences, &Counts::text_bytes, &Counts::invalid_utf8_replaced})
         counts_.*field += c.*field;
-      xml_bytes_ += j["xml_bytes"].get<uint64_t>();
+      xml_bytes_ += json_integer<uint64_t>(j["xml_bytes"]);
       for (const auto& w : j["warnings"]) warnings_.push_back(w.get<std::string>());
       if (r > 0)
         for (const auto& e : j["shards"]) later.push_back(ShardEntry{e[0], e[1], e[2], e[3], {}});
@@ -493,7 +494,7 @@ class Wikiprep {
       sizes = read_sizes(part);
       uint64_t total = 0;
       for (uint64_t n : sizes) total += n;
-      return sizes.size() == summary["documents"].get<uint64_t>() && total == summary["data_bytes"].get<uint64_t>() &&
+      return sizes.size() == json_integer<uint64_t>(summary["documents"]) && total == json_integer<uint64_t>(summary["data_bytes"]) &&
              file_exists(part + ".data") && file_size(part + ".data") == total;
     } catch (const std::exception& e) {
       log_warn(part, ".json: not kept (", e.what(), ")");
@@ -582,7 +583,7 @@ class Wikiprep {
     if (!resume.is_object() || !resume.value("pages_seen", json()).is_number_unsigned() ||
         resume.value("shards", json()) != m.shards.size())
       throw Error(Where{path}, "extra.resume: expected {pages_seen, shards} matching the shard list");
-    skip_pages_ = resume["pages_seen"].get<uint64_t>();
+    skip_pages_ = json_integer<uint64_t>(resume["pages_seen"]);
     baseline_ = counts_from_json(m.stats, path);
     kept_ = m.shards;
     remove_outputs_from(kept_.size());
@@ -593,7 +594,7 @@ class Wikiprep {
   void check_same_input(const Manifest& m, const std::string& path) const {
     const json& input = m.extra.value("input", json());
     std::string was = input.value("path", std::string());
-    uint64_t was_size = input.value("size", uint64_t{0}), size = base_.extra["input"]["size"].get<uint64_t>();
+    uint64_t was_size = json_integer_or<uint64_t>(input, "size", 0), size = json_integer<uint64_t>(base_.extra["input"]["size"]);
     if (was == "-" || o_.input == "-") {
       log_warn("--resume with stdin: cannot check that the input is the one the manifest was made from");
       return;

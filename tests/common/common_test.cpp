@@ -282,6 +282,15 @@ TEST(Manifest, MalformedInputNamesTheProblem) {
   EXPECT_THROW(Manifest::read(dir.file("m.json")), Error);
   write_file_atomic(dir.file("m.json"), R"({"format":"megatron","version":99,"shards":[]})");
   EXPECT_THROW(Manifest::read(dir.file("m.json")), Error);
+  // Counts must be integers: a float (here past 2^64) was cast, undefined behaviour out of range.
+  write_file_atomic(dir.file("m.json"), R"({"format":"megatron","version":1,"shards":[{"file":"x","records":1e30,"bytes":1,"xxh3":"0"}]})");
+  try {
+    Manifest::read(dir.file("m.json"));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("m.json: malformed manifest:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("but is 1e+30"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Files, ExpandInputsSortsAndFailsOnNoMatch) {

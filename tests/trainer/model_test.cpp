@@ -471,6 +471,21 @@ TEST(Safetensors, DamagedFilesAreClearErrors) {
   for (size_t i = 0; i < 8; ++i) wrap[i] = char((header.size() >> (8 * i)) & 0xff);
   write_file_atomic(path, wrap + header);
   EXPECT_THROW(read_safetensors(path), Error);
+  // A dimension past 2^64 parses as a float, which nlohmann's get<int64_t>() cast out of range
+  // (UBSan, found by fuzzing; the reproducer is in the corpus); a fractional one it truncated.
+  for (const std::string dim : {"461168601842738793047", "2.5"}) {
+    const std::string floats = R"({"a":{"dtype":"F32","shape":[)" + dim + R"(,1],"data_offsets":[0,8]}})";
+    std::string length(8, '\0');
+    for (size_t i = 0; i < 8; ++i) length[i] = char((floats.size() >> (8 * i)) & 0xff);
+    write_file_atomic(path, length + floats + std::string(8, '\0'));
+    try {
+      read_safetensors(path);
+      ADD_FAILURE() << "read a shape of " << dim;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("tensor 'a': [json.exception.type_error.302] type must be an integer"), std::string::npos)
+          << e.what();
+    }
+  }
   // An empty tensor is fine.
   write_safetensors(path, {{"e", HostTensor{{0, 3}, {}}}});
   EXPECT_TRUE(read_safetensors(path).at("e").data.empty());
