@@ -113,14 +113,15 @@ struct BertShardReader::Impl {
     check_hdf5_signature(path);
     Where where{path};
     file = checked(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, where, "cannot open as HDF5");
-    check_root_group(path, MappedFile(path), file.get());
+    const MappedFile map(path);  // the guards read object headers from it before libhdf5 decodes them
+    check_root_group(path, map, file.get());
     chunk_file = ChunkFile(path, file.get());
     dxpl = checked(H5Pcreate(H5P_DATASET_XFER), H5Pclose, where, "cannot create transfer property list");
     if (H5Pset_type_conv_cb(dxpl.get(), refuse_overflow, nullptr) < 0) throw_hdf5(where, "cannot set conversion callback");
 
     columns = packed_datasets() ? kColumns.size() : kNvidiaColumns;
     std::array<std::array<hsize_t, 2>, kColumns.size()> dims{};
-    for (size_t c = 0; c < columns; ++c) dims[c] = open_dataset(c);
+    for (size_t c = 0; c < columns; ++c) dims[c] = open_dataset(c, map);
     records = static_cast<int64_t>(dims[0][0]);
     seq = static_cast<int64_t>(dims[0][1]);
     max_pred = static_cast<int64_t>(dims[kPositions][1]);
@@ -271,8 +272,8 @@ struct BertShardReader::Impl {
     return total;
   }
 
-  // Opens dataset c, checks rank and integer class; returns its dims.
-  std::array<hsize_t, 2> open_dataset(size_t c) {
+  // Opens dataset c (`map`: the file, for the layout guard), checks rank and integer class; returns its dims.
+  std::array<hsize_t, 2> open_dataset(size_t c, const MappedFile& map) {
     const Column& col = kColumns[c];
     Where where{path};
     int rank = col.width == Width::one ? 1 : 2;
@@ -283,7 +284,7 @@ struct BertShardReader::Impl {
     if (exists == 0) throw Error(where, cat("missing dataset '", col.name, "': expected ", shape));
     Dataset& d = sets[c];
     d.column = &col;
-    check_layout_dims(path, MappedFile(path), file.get(), col.name);
+    check_layout_dims(path, map, file.get(), col.name);
     d.id = checked(H5Dopen2(file.get(), col.name, H5P_DEFAULT), H5Dclose, where,
                    cat("'", col.name, "' is not a readable dataset: expected ", shape));
     Hid type = checked(H5Dget_type(d.id.get()), H5Tclose, where, cat("cannot read the type of '", col.name, "'"));

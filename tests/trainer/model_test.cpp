@@ -465,19 +465,19 @@ TEST(Safetensors, DamagedFilesAreClearErrors) {
   EXPECT_THROW(read_safetensors(path), Error);
   write_file_atomic(path, std::string("\x02\0\0\0\0\0\0\0[]", 10));  // not an object
   EXPECT_THROW(read_safetensors(path), Error);
+  // A file of `header` after its 8-byte little-endian length, then `data`.
+  auto write_header = [&](const std::string& header, const std::string& data) {
+    std::string length(8, '\0');
+    for (size_t i = 0; i < 8; ++i) length[i] = char((header.size() >> (8 * i)) & 0xff);
+    write_file_atomic(path, length + header + data);
+  };
   // 2^62 × 4 elements wrap to 0 in 64 bits: an empty tensor that claims a huge shape.
-  const std::string header = R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})";
-  std::string wrap(8, '\0');
-  for (size_t i = 0; i < 8; ++i) wrap[i] = char((header.size() >> (8 * i)) & 0xff);
-  write_file_atomic(path, wrap + header);
+  write_header(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})", "");
   EXPECT_THROW(read_safetensors(path), Error);
   // A dimension past 2^64 parses as a float, which nlohmann's get<int64_t>() cast out of range
   // (UBSan, found by fuzzing; the reproducer is in the corpus); a fractional one it truncated.
   for (const std::string dim : {"461168601842738793047", "2.5"}) {
-    const std::string floats = R"({"a":{"dtype":"F32","shape":[)" + dim + R"(,1],"data_offsets":[0,8]}})";
-    std::string length(8, '\0');
-    for (size_t i = 0; i < 8; ++i) length[i] = char((floats.size() >> (8 * i)) & 0xff);
-    write_file_atomic(path, length + floats + std::string(8, '\0'));
+    write_header(R"({"a":{"dtype":"F32","shape":[)" + dim + R"(,1],"data_offsets":[0,8]}})", std::string(8, '\0'));
     try {
       read_safetensors(path);
       ADD_FAILURE() << "read a shape of " << dim;
