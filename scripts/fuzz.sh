@@ -131,7 +131,8 @@ fuzz_one() {
     echo "fuzz $t: FAILED (reproducer in $build/corpus/$t-*)" >&2
     status=1
   else
-    grep -E "^#[0-9]+.*DONE|Done [0-9]+ runs|oom/timeout/crash" "$build/corpus/$t.log" | tail -n 1 || true
+    # Named: with PRETRAIN_FUZZ_PARALLEL > 1 the lines of targets running side by side interleave.
+    grep -E "^#[0-9]+.*DONE|Done [0-9]+ runs|oom/timeout/crash" "$build/corpus/$t.log" | tail -n 1 | sed "s/^/fuzz $t: /" || true
   fi
   # The seconds it fuzzed: fewer than planned when it stopped on a crash.
   ran=$((SECONDS - start))

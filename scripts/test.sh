@@ -66,8 +66,11 @@ fi
 
 fuzz_seconds=${PRETRAIN_FUZZ_SECONDS:-5}
 if [[ "$fuzz_seconds" != 0 ]] && command -v clang++ >/dev/null; then
-  step "fuzz smoke: ${fuzz_seconds}s per target (${PRETRAIN_FUZZ_BUILD:-build-fuzz}/)"
-  PRETRAIN_FUZZ_SEED=${PRETRAIN_FUZZ_SEED:-1} scripts/fuzz.sh --all "$fuzz_seconds"
+  # One target per core at a time: each libFuzzer process is single-threaded (13 targets: 90 s
+  # one at a time on 2 cores).
+  step "fuzz smoke: ${fuzz_seconds}s per target, $jobs at a time (${PRETRAIN_FUZZ_BUILD:-build-fuzz}/)"
+  PRETRAIN_FUZZ_SEED=${PRETRAIN_FUZZ_SEED:-1} PRETRAIN_FUZZ_PARALLEL=${PRETRAIN_FUZZ_PARALLEL:-$jobs} \
+    scripts/fuzz.sh --all "$fuzz_seconds"
 elif [[ "$fuzz_seconds" != 0 ]]; then
   echo "fuzz smoke skipped: clang++ not found (apt-get install clang libclang-rt-14-dev)"
 fi
