@@ -16,8 +16,10 @@
 #include "common/common.h"
 #include "test_util.h"
 
-using namespace pretrain;
-using pretrain::testing::TempDir;
+namespace pretrain::common_test {
+namespace {
+
+using testing::TempDir;
 
 TEST(Error, NamesFileOffsetAndExpectation) {
   try {
@@ -306,7 +308,7 @@ TEST(Files, ExpandInputsSortsAndFailsOnNoMatch) {
 }
 
 // What a second DirLock on `dir` says, "" when it got the lock.
-static std::string second_lock_error(const std::string& dir) {
+std::string second_lock_error(const std::string& dir) {
   try {
     DirLock again(dir);
     return "";
@@ -448,3 +450,6 @@ TEST(ModelKind, NamesRoundTripAndOthersAreRefusedNamingTheOption) {
     EXPECT_NE(std::string(e.what()).find("\"t5\""), std::string::npos) << e.what();
   }
 }
+
+}  // namespace
+}  // namespace pretrain::common_test

@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace pretrain {
+namespace pretrain::json_integer_test {
 namespace {
 
 using json = nlohmann::json;
@@ -56,4 +56,4 @@ TEST(JsonInteger, ArraysMapsAndFallbacks) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::json_integer_test

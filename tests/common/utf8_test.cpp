@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-namespace pretrain {
+namespace pretrain::utf8_test {
 namespace {
 
 std::string repaired(std::string_view s, size_t* count = nullptr) {
@@ -150,4 +150,4 @@ TEST(Utf8, RandomBytesRepairToValidText) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::utf8_test

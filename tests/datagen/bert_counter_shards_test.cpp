@@ -23,7 +23,7 @@
 #include "shard_stage_data.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::bert_counter_shards_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -160,4 +160,4 @@ TEST_F(BertCounterShards, BadOptionsAreRefusedBeforeAnythingIsWritten) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::bert_counter_shards_test

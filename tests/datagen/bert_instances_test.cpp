@@ -19,7 +19,7 @@
 #include "formats/sentence_text.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::bert_instances_test {
 namespace {
 
 std::vector<std::string> read_lines(const std::string& path) {
@@ -232,4 +232,4 @@ TEST(BertInstances, RepeatedVocabEntryKeepsItsPlaceAndTakesTheLaterId) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::bert_instances_test

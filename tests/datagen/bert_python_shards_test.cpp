@@ -16,7 +16,7 @@
 #include "shard_stage_data.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::bert_python_shards_test {
 namespace {
 
 using testing::TempDir;
@@ -94,4 +94,4 @@ TEST(BertPythonShards, AValidSplitAndBadOptionsAreRefusedBeforeAnythingIsWritten
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::bert_python_shards_test

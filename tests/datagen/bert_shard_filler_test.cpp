@@ -16,7 +16,7 @@
 #include "shard_stage_data.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::bert_shard_filler_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -146,4 +146,4 @@ TEST(BertShardFiller, OptionsOutOfRangeAreRefusedNamingTheOption) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::bert_shard_filler_test

@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 
-namespace pretrain {
+namespace pretrain::bert_spill_record_test {
 namespace {
 
 // [CLS] 10 11 [SEP] 12 13 14 [SEP] with `p` predictions at positions 1, 2, 4…
@@ -153,4 +153,4 @@ TEST(BertSpillRecord, ATruncatedOrInconsistentRecordNamesTheFileAndOffset) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::bert_spill_record_test

@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 
-namespace pretrain {
+namespace pretrain::document_split_test {
 namespace {
 
 TEST(DocumentSplit, NoValidFractionKeepsEveryDocumentInStoreOrder) {
@@ -74,4 +74,4 @@ TEST(DocumentSplit, AFractionOutsideZeroToOneIsRefused) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::document_split_test

@@ -16,7 +16,7 @@
 #include "formats/megatron.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::gpt_shards_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -128,4 +128,4 @@ TEST_F(GptShards, BadOptionsAreRefusedBeforeAnythingIsWritten) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::gpt_shards_test

@@ -17,7 +17,7 @@
 #include "shard_stage_data.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::length_bins_test {
 namespace {
 
 TEST(LengthBins, LddlsRule) {
@@ -143,4 +143,4 @@ TEST(BertSplitWriter, WithoutBinsOneSeriesInTheSplitsDirectory) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::length_bins_test

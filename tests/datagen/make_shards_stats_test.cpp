@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-namespace pretrain {
+namespace pretrain::make_shards_stats_test {
 namespace {
 
 TEST(MakeShardsStats, BertSharesAreDerivedFromTheCounts) {
@@ -54,4 +54,4 @@ TEST(MakeShardsStats, AStageClockAddsItsWallAndCpuTime) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::make_shards_stats_test

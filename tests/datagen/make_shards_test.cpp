@@ -26,7 +26,7 @@
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
-namespace pretrain {
+namespace pretrain::make_shards_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -638,4 +638,4 @@ TEST_F(MakeShards, BadOptionsAreRefusedBeforeAnythingIsWritten) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::make_shards_test

@@ -9,7 +9,7 @@
 
 #include "common/error.h"
 
-namespace pretrain {
+namespace pretrain::packing_test {
 namespace {
 
 // First-fit decreasing as plainly as it can be written: every opened pack scanned in order.
@@ -106,4 +106,4 @@ TEST(Packing, EdgeCases) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::packing_test

@@ -13,7 +13,7 @@
 #include "common/file.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::page_range_test {
 namespace {
 
 std::string sample_dump() { return read_file(testing::source_dir() + "/tests/data/sample-dump.xml"); }
@@ -79,4 +79,4 @@ TEST(PageRange, DumpHeadIsEverythingBeforeTheFirstPage) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::page_range_test

@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 
-namespace pretrain {
+namespace pretrain::python_random_test {
 namespace {
 
 TEST(PythonRandom, MatchesCPythonForSeed12345) {
@@ -52,4 +52,4 @@ TEST(PythonRandom, EmptyRangesAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::python_random_test

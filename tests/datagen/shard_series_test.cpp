@@ -15,7 +15,7 @@
 #include "common/manifest.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::shard_series_test {
 namespace {
 
 using testing::TempDir;
@@ -157,4 +157,4 @@ TEST(ShardSeries, NoShardsOrNoDirectoryIsRefused) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::shard_series_test

@@ -11,7 +11,7 @@
 #include "datagen/shards/token_store.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::text_documents_test {
 namespace {
 
 std::vector<std::vector<std::string>> read_all(const std::vector<std::string>& inputs) {
@@ -120,4 +120,4 @@ TEST(TokenStore, DamagedIndexIsAnErrorNotACrash) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::text_documents_test

@@ -14,7 +14,7 @@
 #include "common/counter_rng.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::token_store_test {
 namespace {
 
 // RssFile of this process (file-backed mapped pages, the store's share), in bytes.
@@ -114,4 +114,4 @@ TEST(TokenStore, WindowedReadsEqualMappedReads) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::token_store_test

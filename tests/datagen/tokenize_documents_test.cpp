@@ -19,7 +19,7 @@
 #include "formats/doc_shards.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::tokenize_documents_test {
 namespace {
 
 using testing::TempDir;
@@ -270,4 +270,4 @@ TEST_F(TokenizeDocuments, NoEndOfDocumentTokenOrACorruptInputIsAnErrorNamingTheF
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::tokenize_documents_test

@@ -18,7 +18,7 @@
 #include "formats/doc_shards.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::wikiprep_test {
 namespace {
 
 using testing::TempDir;
@@ -479,4 +479,4 @@ TEST(WikiprepReal, TruncatedBz2KeepsEveryPageBeforeTheDamage) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::wikiprep_test

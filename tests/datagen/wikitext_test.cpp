@@ -12,7 +12,7 @@
 
 #include "common/utf8.h"
 
-namespace pretrain {
+namespace pretrain::wikitext_test {
 namespace {
 
 std::string clean(std::string_view s, const WikitextOptions& o = {}) { return clean_wikitext(s, o); }
@@ -284,4 +284,4 @@ TEST(Wikitext, LanguageCodes) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::wikitext_test

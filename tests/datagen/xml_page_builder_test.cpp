@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace pretrain {
+namespace pretrain::xml_page_builder_test {
 namespace {
 
 // Drives a builder the way expat would: start tags with attributes, character data, end tags.
@@ -131,4 +131,4 @@ TEST(XmlPageBuilder, PrintableBytes) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::xml_page_builder_test

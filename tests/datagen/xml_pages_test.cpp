@@ -19,7 +19,7 @@
 #include "common/utf8.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::xml_pages_test {
 namespace {
 
 std::string sample_dump() { return read_file(testing::source_dir() + "/tests/data/sample-dump.xml"); }
@@ -771,4 +771,4 @@ TEST(XmlPagesSamples, ParseSpeed) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::xml_pages_test

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace pretrain::xml_text {
+namespace pretrain::xml_text::xml_text_scan_test {
 namespace {
 
 struct Scanned {
@@ -141,4 +141,4 @@ TEST(XmlTextScan, TagEndAndTheTextTagsCutPrefix) {
 }
 
 }  // namespace
-}  // namespace pretrain::xml_text
+}  // namespace pretrain::xml_text::xml_text_scan_test

@@ -28,7 +28,7 @@
 #include "bert_record_expect.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::bert_hdf5_test {
 namespace {
 
 using testing::TempDir;
@@ -201,12 +201,12 @@ TEST(BertHdf5, AppearsOnlyOnCommitAndUncommittedIsRemoved) {
 bool in_forked_child = false;
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::bert_hdf5_test
 
 // LeakSanitizer asks this at exit (sanitizer/lsan_interface.h); other builds never call it.
-extern "C" int __lsan_is_turned_off() { return pretrain::in_forked_child ? 1 : 0; }
+extern "C" int __lsan_is_turned_off() { return pretrain::bert_hdf5_test::in_forked_child ? 1 : 0; }
 
-namespace pretrain {
+namespace pretrain::bert_hdf5_test {
 namespace {
 
 TEST(BertHdf5, AFullDiskEndsInAnErrorNotACrashAtExit) {
@@ -863,4 +863,4 @@ TEST(BertHdf5Golden, InspectDescribesNvidiaLayout) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::bert_hdf5_test

@@ -14,7 +14,7 @@
 #include "formats/bz2_scan.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::bz2_block_test {
 namespace {
 
 using testing::bz2_stream;
@@ -335,4 +335,4 @@ TEST(Bz2Block, TooShortOrNotABlock) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::bz2_block_test

@@ -25,7 +25,7 @@
 #include "formats/bz2_scan.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::bz2_parallel_test {
 namespace {
 
 using testing::TempDir;
@@ -471,4 +471,4 @@ TEST_F(Bz2Test, RangeOfAPipeIsAUsageError) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::bz2_parallel_test

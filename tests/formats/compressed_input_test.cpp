@@ -17,7 +17,7 @@
 #include "formats/bz2_parallel.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::compressed_input_test {
 namespace {
 
 using testing::bz2_stream;
@@ -341,4 +341,4 @@ TEST(CompressedInput, SerialBz2AndBz2ReaderGiveTheSameBytesAndErrors) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::compressed_input_test

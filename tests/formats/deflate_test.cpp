@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace pretrain {
+namespace pretrain::deflate_test {
 namespace {
 
 using deflate::Codec;
@@ -156,4 +156,4 @@ TEST(Deflate, MessagesSayWhatFailed) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::deflate_test

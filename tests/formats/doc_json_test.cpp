@@ -13,7 +13,7 @@
 #include "common/error.h"
 #include "common/utf8.h"
 
-namespace pretrain {
+namespace pretrain::doc_json_test {
 namespace {
 
 const Where kWhere = Where::at_line("docs.jsonl", 7);
@@ -262,4 +262,4 @@ TEST(DocJson, ErrorsStayShort) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::doc_json_test

@@ -26,7 +26,7 @@
 #include "compress_util.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::doc_shards_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -664,9 +664,9 @@ TEST(DocShards, ReadsRealWikiextractorOutputs) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::doc_shards_test
 
-namespace pretrain {
+namespace pretrain::doc_shards_test {
 namespace {
 
 // mpirun wikiprep's ranks serialize documents and others add the lines: the shards (cut by the
@@ -713,4 +713,4 @@ TEST(DocShards, SerializedLinesGiveTheSameShards) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::doc_shards_test

@@ -12,7 +12,7 @@
 #include "common/file.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::llmc_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -295,4 +295,4 @@ TEST(LlmcConvert, IdsThatDoNotFitUint16AreRefused) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::llmc_test

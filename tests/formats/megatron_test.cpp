@@ -15,7 +15,7 @@
 #include "common/hash.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::megatron_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -413,4 +413,4 @@ TEST_F(MegatronCorrupt, DocumentIndices) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::megatron_test

@@ -14,7 +14,7 @@
 #include "compress_util.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::sentence_text_test {
 namespace {
 
 using testing::TempDir;
@@ -203,4 +203,4 @@ TEST(SentenceTextWriter, WritesDocumentsThatTheReaderReadsBack) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::sentence_text_test

@@ -15,7 +15,7 @@
 #include "formats/bert_hdf5.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::shard_tool_test {
 namespace {
 
 using testing::TempDir;
@@ -100,4 +100,4 @@ TEST(ShardToolVerify, PackedRowsAreChecked) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::shard_tool_test

@@ -26,7 +26,7 @@
 #include "loader/source.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::bert_source_test {
 namespace {
 
 using testing::TempDir;
@@ -371,4 +371,4 @@ TEST(BertSource, BadOptionsAreRefused) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::bert_source_test

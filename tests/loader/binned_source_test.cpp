@@ -16,7 +16,7 @@
 #include "loader/source.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::binned_source_test {
 namespace {
 
 using testing::TempDir;
@@ -229,4 +229,4 @@ TEST_F(BinnedLoader, RefusesAFixedLengthAndMixedSources) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::binned_source_test

@@ -12,6 +12,7 @@
 #include "formats/bert_hdf5.h"
 #include "test_util.h"
 
+namespace c_api_test {
 namespace {
 
 using pretrain::BertRecord;
@@ -352,3 +353,4 @@ TEST(CApi, ErrorsComeBackAsCodesAndMessages) {
 }
 
 }  // namespace
+}  // namespace c_api_test

@@ -19,7 +19,7 @@
 #include "loader/source.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::gpt_source_test {
 namespace {
 
 using testing::TempDir;
@@ -415,4 +415,4 @@ TEST(GptSource, GoldenMegatronFiles) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::gpt_source_test

@@ -19,7 +19,7 @@
 #include "loader/source.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::loader_test {
 namespace {
 
 using testing::TempDir;
@@ -794,4 +794,4 @@ TEST(Widen, PackedRowsCarryPositionsSequencesAndEachInstancesLabel) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::loader_test

@@ -28,7 +28,7 @@
 #include "loader/source.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::masking_test {
 namespace {
 
 using testing::TempDir;
@@ -423,4 +423,4 @@ TEST_F(MaskingConfig, BadOnesAreRefusedWithTheReason) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::masking_test

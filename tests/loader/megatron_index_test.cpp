@@ -13,9 +13,11 @@
 #include "loader/numpy_random.h"
 
 namespace pretrain {
-
+// Beside SamplePoint, where GoogleTest's printer finds it.
 void PrintTo(const SamplePoint& p, std::ostream* out) { *out << "(" << p.document << ", " << p.offset << ")"; }
+}  // namespace pretrain
 
+namespace pretrain::megatron_index_test {
 namespace {
 
 std::vector<uint32_t> draws(uint32_t seed, int n) {
@@ -222,4 +224,4 @@ TEST(Blending, MatchesMegatronHelpers) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::megatron_index_test

@@ -13,7 +13,7 @@
 #include "common/error.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::added_vocabulary_test {
 namespace {
 
 using testing::error_message;
@@ -232,4 +232,4 @@ TEST(ReadAddedTokens, ErrorsNameTheSourceAndTheEntry) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::added_vocabulary_test

@@ -17,7 +17,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/gpt2_pretokenize.h"
 
-namespace pretrain {
+namespace pretrain::bpe_test {
 namespace {
 
 using ::pretrain::testing::TempDir;
@@ -436,4 +436,4 @@ TEST(BpeGpt2, TokenizerJsonGivesTheSameIds) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::bpe_test

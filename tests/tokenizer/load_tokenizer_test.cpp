@@ -11,7 +11,7 @@
 #include "common/hash.h"
 #include "test_util.h"
 
-namespace pretrain {
+namespace pretrain::load_tokenizer_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -106,4 +106,4 @@ TEST(LoadTokenizer, EncodeBatchKeepsTheOrder) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::load_tokenizer_test

@@ -16,7 +16,7 @@
 #include "tokenizer/sentencepiece_model.h"
 #include "tokenizer/train_sentencepiece.h"
 
-namespace pretrain {
+namespace pretrain::sentencepiece_model_test {
 namespace {
 
 using ::pretrain::testing::TempDir;
@@ -199,4 +199,4 @@ TEST(SentencePieceModel, ModelsHfCannotExpressAreRefused) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::sentencepiece_model_test

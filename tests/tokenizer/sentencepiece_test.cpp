@@ -10,7 +10,7 @@
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
-namespace pretrain {
+namespace pretrain::sentencepiece_test {
 namespace {
 
 using ::pretrain::testing::TempDir;
@@ -114,4 +114,4 @@ TEST(SentencePiece, LoadErrorsNameTheFile) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::sentencepiece_test

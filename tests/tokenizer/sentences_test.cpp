@@ -4,7 +4,7 @@
 
 #include <thread>
 
-namespace pretrain {
+namespace pretrain::sentences_test {
 namespace {
 
 using Lines = std::vector<std::string>;
@@ -69,4 +69,4 @@ TEST(Sentences, ClonesWorkOnTheirOwnThreads) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::sentences_test

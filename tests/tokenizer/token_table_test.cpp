@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace pretrain {
+namespace pretrain::token_table_test {
 namespace {
 
 TokenTable table_of(const std::vector<std::string>& tokens, size_t key_offset = 0) {
@@ -73,4 +73,4 @@ TEST(TokenTable, SurvivesMovingTheTokens) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::token_table_test

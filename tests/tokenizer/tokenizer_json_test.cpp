@@ -18,7 +18,7 @@
 #include "tokenizer/gpt2_pretokenize.h"
 #include "tokenizer/wordpiece.h"
 
-namespace pretrain {
+namespace pretrain::tokenizer_json_test {
 namespace {
 
 using testing::TempDir;
@@ -254,4 +254,4 @@ TEST(TokenizerJson, Gpt2EncoderFastPathMatchesTheDocument) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::tokenizer_json_test

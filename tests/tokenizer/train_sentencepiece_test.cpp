@@ -13,7 +13,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/train_sentencepiece.h"
 
-namespace pretrain {
+namespace pretrain::train_sentencepiece_test {
 namespace {
 
 TextSource lines_of(const std::vector<std::string>& lines) {
@@ -84,4 +84,4 @@ TEST(TrainSentencePiece, Errors) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::train_sentencepiece_test

@@ -14,7 +14,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/train_wordpiece.h"
 
-namespace pretrain {
+namespace pretrain::train_wordpiece_test {
 namespace {
 
 TextSource lines_of(std::vector<std::string> lines) {
@@ -134,4 +134,4 @@ TEST(TrainWordPiece, VocabTxtLoadsAsWordPiece) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::train_wordpiece_test

@@ -13,7 +13,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/wordpiece.h"
 
-namespace pretrain {
+namespace pretrain::wordpiece_test {
 namespace {
 
 using testing::TempDir;
@@ -343,4 +343,4 @@ TEST(WordPiece, RealVocabulary) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::wordpiece_test

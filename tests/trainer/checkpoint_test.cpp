@@ -14,7 +14,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/optimizer.h"
 
-namespace pretrain {
+namespace pretrain::checkpoint_test {
 namespace {
 
 using pretrain::testing::TempDir;
@@ -157,4 +157,4 @@ INSTANTIATE_TEST_SUITE_P(Kinds, Checkpoint, ::testing::Values(ModelKind::bert, M
                          [](const auto& info) { return info.param == ModelKind::bert ? "bert" : "gpt"; });
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::checkpoint_test

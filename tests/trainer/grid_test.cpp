@@ -14,7 +14,7 @@
 
 #include "common/error.h"
 
-namespace pretrain {
+namespace pretrain::grid_test {
 namespace {
 
 TEST(Grid, MegatronRankOrder) {
@@ -78,4 +78,4 @@ TEST(Grid, ModelShardLayers) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::grid_test

@@ -14,7 +14,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/hf_format.h"
 
-namespace pretrain {
+namespace pretrain::hf_format_test {
 namespace {
 
 using pretrain::testing::TempDir;
@@ -123,4 +123,4 @@ TEST(HfFormat, TfStyleLayerNormNamesAreRead) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::hf_format_test

@@ -11,7 +11,7 @@
 #include "tokenizer/tokenizer.h"
 #include "trainer/hf_tokenizer.h"
 
-namespace pretrain {
+namespace pretrain::hf_tokenizer_test {
 namespace {
 
 using pretrain::testing::TempDir;
@@ -77,4 +77,4 @@ TEST(HfTokenizer, FindsTheShardsManifest) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::hf_tokenizer_test

@@ -12,7 +12,7 @@
 #include "trainer/parallel/layers.h"
 #include "trainer/reference.h"
 
-namespace pretrain {
+namespace pretrain::kernels_test {
 namespace {
 
 using namespace kernels;
@@ -391,4 +391,4 @@ TEST(Kernels, ReducedPrecisionGemmRoundsItsOperands) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::kernels_test

@@ -15,7 +15,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/optimizer.h"
 
-namespace pretrain {
+namespace pretrain::model_test {
 namespace {
 
 using pretrain::testing::TempDir;
@@ -515,4 +515,4 @@ TEST(LearningRate, WarmupThenDecay) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::model_test

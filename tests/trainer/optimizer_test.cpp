@@ -19,7 +19,7 @@
 #include "optimizer_fixtures.h"
 #include "trainer/optimizer.h"
 
-namespace pretrain {
+namespace pretrain::optimizer_test {
 namespace {
 
 using testing::fill_normal;
@@ -350,4 +350,4 @@ TEST(OptimizerLossScaler, NeverBelowOne) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::optimizer_test

@@ -14,7 +14,7 @@
 
 #include "common/error.h"
 
-namespace pretrain {
+namespace pretrain::schedule_test {
 namespace {
 
 std::string order(const std::vector<PipelineOp>& ops) {
@@ -116,4 +116,4 @@ TEST(PipelineSchedule, BubbleFormula) {
 }
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::schedule_test
