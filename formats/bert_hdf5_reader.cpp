@@ -298,6 +298,7 @@ struct BertShardReader::Impl {
     if (H5Sget_simple_extent_dims(space.get(), dims.data(), max_dims.data()) < 0)
       throw_hdf5(where, cat("cannot read the shape of '", col.name, "'"));
     check_chunk_shape(d, rank, max_dims, H5Tget_size(type.get()));
+    check_compact_size(d, dims, H5Tget_size(type.get()));
     // Bounds that keep every size computed from them far from overflow.
     if (dims[0] > (hsize_t{1} << 40) || dims[1] > (hsize_t{1} << 24))
       throw Error(where, cat("dataset '", col.name, "' has shape [", dims[0], ", ", dims[1],
@@ -322,6 +323,23 @@ struct BertShardReader::Impl {
       throw Error(Where{path}, cat("dataset '", d.column->name, "' has an impossible chunk shape (rank ", chunk_rank, ": ",
                                    chunk[0], ", ", chunk[1], ") for its maximum shape (", max_dims[0], ", ",
                                    max_dims[1], "): expected chunks within the shape and under 4 GiB"));
+  }
+
+  // A compact dataset keeps its values in its layout message, whose own size field libhdf5 1.10
+  // trusts: H5Dread copies the dataspace's bytes out of a buffer of that size, so a damaged size
+  // (0: no buffer at all) crashed the reader and h5py alike (SEGV in H5VM_memcpyvv under
+  // H5D__contig_read; found by fuzzing). HDF5 itself stores exactly the dataspace's bytes.
+  void check_compact_size(const Dataset& d, const std::array<hsize_t, 2>& dims, size_t elem) {
+    Hid dcpl = checked(H5Dget_create_plist(d.id.get()), H5Pclose, Where{path}, "cannot read dataset properties");
+    if (H5Pget_layout(dcpl.get()) != H5D_COMPACT) return;
+    uint64_t expected = elem;
+    const bool fits = !__builtin_mul_overflow(expected, dims[0], &expected) && !__builtin_mul_overflow(expected, dims[1], &expected);
+    const hsize_t stored = H5Dget_storage_size(d.id.get());
+    if (!fits || stored != expected)
+      throw Error(Where{path}, cat("dataset '", d.column->name, "' is compact with ", stored, " bytes stored for shape [",
+                                   dims[0], d.column->width == Width::one ? std::string() : cat(", ", dims[1]), "] of ",
+                                   elem, "-byte values: expected ", fits ? cat(expected) : std::string("that many"),
+                                   " (the file is damaged)"));
   }
 
   // Raw chunks work when the chunks hold the values exactly as we want them in memory: chunked,

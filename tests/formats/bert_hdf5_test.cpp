@@ -293,7 +293,8 @@ struct ForeignDataset {
   hid_t type;
   std::vector<hsize_t> dims;
   std::vector<int64_t> values;
-  std::vector<hsize_t> chunk;  // empty: contiguous
+  std::vector<hsize_t> chunk;  // empty: contiguous (compact when `compact`)
+  bool compact = false;
 };
 
 void write_foreign(const std::string& path, const std::vector<ForeignDataset>& sets) {
@@ -306,6 +307,8 @@ void write_foreign(const std::string& path, const std::vector<ForeignDataset>& s
       H5Pset_chunk(dcpl, static_cast<int>(s.chunk.size()), s.chunk.data());
       H5Pset_shuffle(dcpl);
       H5Pset_deflate(dcpl, 1);
+    } else if (s.compact) {
+      H5Pset_layout(dcpl, H5D_COMPACT);
     }
     hid_t d = H5Dcreate2(file, s.name.c_str(), s.type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     ASSERT_GE(d, 0);
@@ -746,6 +749,39 @@ TEST(BertHdf5, ChunkWithAnAddressAndNoStoredBytesIsAnError) {
   ASSERT_NE(tree, std::string::npos);
   std::string path = damaged_copy(dir, bytes, tree + 24, std::string(4, '\0'), "empty-chunk");
   expect_read_error(path, {path, "claims 0 stored bytes at address", "a written chunk is never empty"});
+}
+
+// A compact dataset whose layout message's size field was damaged (0: no buffer at all) made
+// libhdf5 1.10 copy the dataspace's bytes out of it anyway (SEGV in H5VM_memcpyvv under H5Dread,
+// h5py too; found by fuzzing, the reproducer is in the fuzz corpus). Both read paths must refuse
+// it. A version-3 layout message of a compact dataset is 3, 0 (its class), the size (2 bytes),
+// then the values.
+TEST(BertHdf5, CompactDatasetWithADamagedSizeIsAnError) {
+  const std::string found = testing::source_dir() + "/tests/fuzz/corpus/bert_hdf5/compact-layout-with-0-stored-bytes.hdf5";
+  expect_read_error(found, {found, "dataset 'input_ids' is compact with 0 bytes stored for shape [5, 8] of 4-byte values",
+                            "expected 160", "the file is damaged"});
+  TempDir dir;
+  std::string good = dir.file("compact.hdf5");
+  auto sets = foreign_layout(7, 6, 3);
+  sets[0].type = H5T_STD_I32LE;
+  sets[0].compact = true;
+  sets[5].chunk = {}, sets[5].compact = true;  // next_sentence_labels: rank 1
+  write_foreign(good, sets);
+  BertBatch batch;
+  BertShardReader(good).read_range(0, 7, batch);  // undamaged, it reads
+  EXPECT_EQ(batch.input_ids[41], 41);
+  EXPECT_EQ(batch.next_sentence_labels[3], 1);
+  const std::string bytes = read_file(good);
+  std::string ids(7 * 6 * 4, '\0');
+  for (int32_t i = 0; i < 42; ++i) std::memcpy(ids.data() + 4 * i, &i, 4);
+  const size_t message = bytes.find(std::string("\3\0\xa8\0", 4) + ids);  // 168 bytes of values
+  ASSERT_NE(message, std::string::npos);
+  for (std::string size : {std::string(2, '\0'), std::string("\x08\0", 2), std::string("\xa9\0", 2)}) {
+    const int stored = static_cast<unsigned char>(size[0]);
+    std::string path = damaged_copy(dir, bytes, message + 2, size, cat("compact-", stored));
+    expect_read_error(path, {path, cat("dataset 'input_ids' is compact with ", stored, " bytes stored for shape [7, 6]"),
+                             "expected 168"});
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
