@@ -2,7 +2,10 @@
 // as our writer cuts them (each dataset's rows, ~256 KiB of input_ids per chunk), each chunk
 // deflated by every codec at every gzip level asked for, and inflated by every codec from zlib's
 // level-4 streams (what NVIDIA's files hold) and from each codec's own. One thread; CPU seconds of
-// that thread, so a busy machine distorts little. Prints RESULT lines for scripts/bench/deflate.sh:
+// that thread, so a busy machine distorts little. --shuffle first byte-transposes each int32
+// chunk as HDF5's shuffle filter does (what h5py's shuffle=True writes before gzip; the int8 ones
+// are left as they are), to measure what that filter would give. Prints RESULT lines for
+// scripts/bench/deflate.sh:
 //   RESULT deflate <codec> <gzip level> <library level> <input MB> <CPU s> <output bytes>
 //   RESULT inflate <codec> <streams' codec> <gzip level> <output MB> <CPU s>
 // MB = uncompressed chunk bytes / 1e6.
@@ -34,8 +37,18 @@ double thread_cpu_seconds() {
 
 using Chunk = std::vector<uint8_t>;
 
-// Each file's datasets in chunks of `rows_per_chunk` records (0: our writer's default rows).
-std::vector<Chunk> load_chunks(const std::vector<std::string>& files, int64_t rows_per_chunk) {
+// HDF5's shuffle filter: byte k of every element goes to plane k, planes one after another.
+Chunk shuffled(const Chunk& chunk, size_t elem) {
+  const size_t n = chunk.size() / elem;
+  Chunk out(chunk.size());
+  for (size_t i = 0; i < n; ++i)
+    for (size_t b = 0; b < elem; ++b) out[b * n + i] = chunk[i * elem + b];
+  return out;
+}
+
+// Each file's datasets in chunks of `rows_per_chunk` records (0: our writer's default rows),
+// shuffled when `shuffle`.
+std::vector<Chunk> load_chunks(const std::vector<std::string>& files, int64_t rows_per_chunk, bool shuffle) {
   std::vector<Chunk> chunks;
   for (const auto& path : files) {
     BertShardReader reader(path);
@@ -52,7 +65,7 @@ std::vector<Chunk> load_chunks(const std::vector<std::string>& files, int64_t ro
         Chunk chunk(static_cast<size_t>(rows) * row_bytes, 0);
         std::memcpy(chunk.data(), data + static_cast<size_t>(r) * row_bytes,
                     static_cast<size_t>(std::min(rows, all.size - r)) * row_bytes);
-        chunks.push_back(std::move(chunk));
+        chunks.push_back(shuffle && col.elem > 1 ? shuffled(chunk, col.elem) : std::move(chunk));
       }
     }
   }
@@ -108,13 +121,15 @@ int main(int argc, char** argv) {
   std::vector<int> levels = {1, 2, 3, 4, 5, 6};
   int runs = 3;
   int64_t rows_per_chunk = 0;
+  bool shuffle = false;
   app.add_option("files", files, "BERT HDF5 shards")->required();
   app.add_option("--levels", levels, "gzip levels to deflate at");
   app.add_option("--runs", runs, "runs of each case (the fastest counts)");
   app.add_option("--rows-per-chunk", rows_per_chunk, "records per chunk (0: our writer's default)");
+  app.add_flag("--shuffle", shuffle, "byte-shuffle int32 chunks first (HDF5's shuffle filter)");
   CLI11_PARSE(app, argc, argv);
   try {
-    const std::vector<Chunk> chunks = load_chunks(files, rows_per_chunk);
+    const std::vector<Chunk> chunks = load_chunks(files, rows_per_chunk, shuffle);
     size_t bytes = 0;
     for (const auto& c : chunks) bytes += c.size();
     const double mb = static_cast<double>(bytes) / 1e6;

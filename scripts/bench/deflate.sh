@@ -3,7 +3,9 @@
 # against libdeflate and ISA-L (formats/deflate.h), one thread, on the chunks of real shards: ours
 # from the enwiki excerpt (seq 128, dupe --dupe) and NVIDIA's golden files. Deflate MB/s per CPU
 # second and output size at each gzip level (ISA-L's own level beside it), inflate MB/s of zlib's
-# gzip-4 streams and of each library's own; each figure with zlib's beside it and the ratio.
+# gzip-4 streams and of each library's own; each figure with zlib's beside it and the ratio. Our
+# chunks once more byte-shuffled first (bench_deflate --shuffle: HDF5's shuffle filter, which h5py
+# and NVIDIA's reader undo unasked), their sizes also against unshuffled zlib gzip 4.
 # Then the writer's criterion: make-pretraining-shards --rng python on the golden inputs at each
 # --compression-level, its file's size against NVIDIA's gzip-4 file of the same records.
 #   scripts/bench/deflate.sh [--dupe 1] [--levels "1 2 3 4 5 6"] [--runs 3] [--build build]
@@ -23,12 +25,14 @@ dir=$bench_tmp
 
 "$build/datagen/make-pretraining-shards" --model bert -i "$wiki" --tokenizer "$vocab" -o "$dir/ours" --seq-len 128 \
   --dupe-factor "$dupe" --num-shards 2 --quiet >/dev/null
-for set in ours nvidia; do
-  if [[ $set == ours ]]; then files=("$dir"/ours/*.hdf5); else files=("$golden"/nvidia-*-s128.hdf5); fi
+for set in ours nvidia shuffled; do
+  if [[ $set == nvidia ]]; then files=("$golden"/nvidia-*-s128.hdf5); else files=("$dir"/ours/*.hdf5); fi
+  shuffle=()
+  [[ $set == shuffled ]] && shuffle=(--shuffle)
   echo "# $set: ${files[*]}" >&2
   # shellcheck disable=SC2086  # the levels are words
-  "$build/bench/bench_deflate" "${files[@]}" --runs "$runs" --levels $levels | awk -v s="$set" '$1=="RESULT"{$1=s; print}' \
-    >>"$dir/results.txt"
+  "$build/bench/bench_deflate" "${files[@]}" "${shuffle[@]}" --runs "$runs" --levels $levels |
+    awk -v s="$set" '$1=="RESULT"{$1=s; print}' >>"$dir/results.txt"
 done
 
 # The writer at each level on the golden inputs, with the golden files' flags (tests/compat/
@@ -57,9 +61,11 @@ for line in open(sys.argv[1]):
         inflate[(f[0], f[2], f[3])] = float(f[5]) / float(f[6])
     elif f[0] == "golden":   # golden name level ours nvidia
         golden.setdefault(int(f[2]), []).append((f[1], int(f[3]), int(f[4])))
-for s in ("ours", "nvidia"):
-    z4 = deflate.get((s, "zlib", 4))
-    print(f"\ndeflate, {s} shards' chunks ({z4[1]:.1f} MB), one thread: MB/s per CPU-second, output size")
+for s in ("ours", "nvidia", "shuffled"):
+    # Shuffled chunks' sizes against what the same chunks take unshuffled at zlib gzip 4.
+    z4 = deflate.get(("ours" if s == "shuffled" else s, "zlib", 4))
+    what = "our shards' chunks byte-shuffled" if s == "shuffled" else f"{s} shards' chunks"
+    print(f"\ndeflate, {what} ({z4[1]:.1f} MB), one thread: MB/s per CPU-second, output size")
     print("| library | gzip level (library's) | MB/s | zlib MB/s | × zlib | output MB | zlib's | size / zlib's | size / zlib gzip 4 |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for (set_, codec, level), (lib, mb, cpu, size) in sorted(deflate.items(), key=lambda kv: (kv[0][1] != "zlib", kv[0][1], kv[0][2])):
@@ -68,6 +74,8 @@ for s in ("ours", "nvidia"):
         z = deflate[(s, "zlib", level)]
         print(f"| {codec} | {level} ({lib}) | {mb / cpu:.0f} | {z[1] / z[2]:.0f} | {(mb / cpu) / (z[1] / z[2]):.2f} | "
               f"{size / 1e6:.2f} | {z[3] / 1e6:.2f} | {size / z[3]:.3f} | {size / z4[3]:.3f} |")
+    if s == "shuffled":
+        continue
     print(f"\ninflate, {s} shards' chunks, one thread: MB/s (decoded) per CPU-second")
     print("| library | streams written by (gzip 4) | MB/s | zlib MB/s | × zlib |")
     print("|---|---|---:|---:|---:|")
