@@ -776,7 +776,7 @@ TEST(BertHdf5, CompactDatasetWithADamagedSizeIsAnError) {
   for (int32_t i = 0; i < 42; ++i) std::memcpy(ids.data() + 4 * i, &i, 4);
   const size_t message = bytes.find(std::string("\3\0\xa8\0", 4) + ids);  // 168 bytes of values
   ASSERT_NE(message, std::string::npos);
-  for (std::string size : {std::string(2, '\0'), std::string("\x08\0", 2), std::string("\xa9\0", 2)}) {
+  for (std::string size : {std::string(2, '\0'), std::string("\x08\0", 2)}) {  // no buffer; a short one
     const int stored = static_cast<unsigned char>(size[0]);
     std::string path = damaged_copy(dir, bytes, message + 2, size, cat("compact-", stored));
     expect_read_error(path, {path, cat("dataset 'input_ids' is compact with ", stored, " bytes stored for shape [7, 6]"),
