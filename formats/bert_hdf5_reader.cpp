@@ -38,7 +38,7 @@ using bert_hdf5::memory_type;
 using bert_hdf5::Width;
 using bert_hdf5::width_name;
 using hdf5::check_hdf5_signature;
-using hdf5::check_layout_dims;
+using hdf5::check_chunked_layout;
 using hdf5::check_root_group;
 using hdf5::checked;
 using hdf5::ChunkFile;
@@ -284,7 +284,7 @@ struct BertShardReader::Impl {
     if (exists == 0) throw Error(where, cat("missing dataset '", col.name, "': expected ", shape));
     Dataset& d = sets[c];
     d.column = &col;
-    check_layout_dims(path, map, file.get(), col.name);
+    check_chunked_layout(path, map, file.get(), col.name);
     d.id = checked(H5Dopen2(file.get(), col.name, H5P_DEFAULT), H5Dclose, where,
                    cat("'", col.name, "' is not a readable dataset: expected ", shape));
     Hid type = checked(H5Dget_type(d.id.get()), H5Tclose, where, cat("cannot read the type of '", col.name, "'"));

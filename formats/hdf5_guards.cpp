@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "common/error.h"
 #include "formats/hdf5_chunks.h"
@@ -121,6 +122,60 @@ void check_root_group(const std::string& path, const MappedFile& map, hid_t file
                       "-byte file"));
 }
 
+namespace {
+
+// libhdf5 1.10 walks a chunked dataset's index, a v1 B-tree, trusting each node's level: a root
+// whose level byte was damaged (0 → 255) made it take chunk addresses for child nodes and die with
+// SIGSEGV (a null read in H5F__accum_read under H5B_iterate, from H5Dget_chunk_info_by_coord;
+// found by fuzzing). So every node is checked before libhdf5 reads one: whole inside the file,
+// "TREE", node type 1 (raw data chunks), at most 2K entries, each child one level below its parent.
+// The leaves' chunk addresses are ChunkFile::locate's to check. `m` is a v1-v3 chunked layout
+// message; `ndims` its dimensions (rank + 1), which size the keys.
+void check_chunk_btree(const std::string& path, const MappedFile& map, hid_t file, const char* name, uint64_t root,
+                       uint64_t ndims) {
+  const AddressSpace space = address_space(path, file);
+  Hid fcpl = checked(H5Fget_create_plist(file), H5Pclose, Where{path}, "cannot read the file's creation properties");
+  unsigned ik = 0;
+  if (H5Pget_istore_k(fcpl.get(), &ik) < 0) throw_hdf5(Where{path}, "cannot read the file's chunk B-tree size");
+  const uint64_t width = space.offset_bytes, two_k = 2 * uint64_t{ik};
+  const uint64_t undefined = width == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * width)) - 1;  // all bits set
+  if (root == undefined || space.origin > map.size() || width < 1 || width > 8 || two_k == 0) return;  // no chunk written
+  // A node as libhdf5 allocates it: "TREE", type, level, entries used, two siblings, then 2K
+  // children between 2K + 1 keys (chunk size, filter mask, an 8-byte offset per dimension).
+  const uint64_t key = 8 + 8 * ndims, header = 8 + 2 * width, node_bytes = header + two_k * width + (two_k + 1) * key;
+  const uint64_t room = map.size() - space.origin;  // bytes from address 0 to the end of the file
+  struct Node {
+    uint64_t addr;
+    int level;  // expected; -1 for the root, whose level is its own
+  };
+  auto damaged = [&](const Node& n, const std::string& what) {
+    return Error(Where::at_offset(path, static_cast<int64_t>(std::min(space.origin + n.addr, uint64_t{map.size()}))),
+                 cat("dataset '", name, "' has a chunk index (v1 B-tree) node at address ", n.addr,
+                     n.level >= 0 ? cat(", expected at level ", n.level, ",") : std::string(", its root,"), " ", what,
+                     ": the file is damaged"));
+  };
+  std::vector<Node> todo = {{root, -1}};
+  for (uint64_t visits = 0; !todo.empty(); ++visits) {
+    const Node n = todo.back();
+    todo.pop_back();
+    if (visits > room / node_bytes) throw damaged(n, "beyond the nodes the file has room for (the index has a cycle)");
+    if (n.addr >= room || room - n.addr < node_bytes)
+      throw damaged(n, cat("that is not a whole ", node_bytes, "-byte node inside the ", map.size(), "-byte file"));
+    const uint8_t* at = map.data() + space.origin + n.addr;
+    const int level = at[5];
+    const uint64_t entries = read_uint(at + 6, 2);
+    if (std::memcmp(at, "TREE", 4) != 0 || at[4] != 1)
+      throw damaged(n, "that is not a chunk B-tree node (\"TREE\", node type 1)");
+    if ((n.level >= 0 && level != n.level) || entries > two_k)
+      throw damaged(n, cat("at level ", level, " with ", entries, " entries (at most ", two_k, ")"));
+    if (level > 0)
+      for (uint64_t i = 0; i < entries; ++i)
+        todo.push_back({read_uint(at + header + key * (i + 1) + width * i, width), level - 1});
+  }
+}
+
+}  // namespace
+
 // libhdf5 1.10 divides by the chunk dimensions of a layout message while it opens a dataset
 // (H5D__chunk_set_info), so a chunk dimension of 0 in a damaged file kills the process with SIGFPE
 // inside H5Dopen2, before any of our checks could run (found by fuzzing). It takes one dimension
@@ -128,14 +183,16 @@ void check_root_group(const std::string& path, const MappedFile& map, hid_t file
 // on a lent machine: a layout of 0 dimensions for a rank-1 dataset). So before opening a dataset
 // we read its object header ourselves (the first header chunk: where HDF5 puts the dataspace and
 // layout messages) and refuse a chunked layout with a zero dimension or fewer dimensions than the
-// dataspace's rank + 1 (the last is the element size). This is a guard against one known crash,
-// not a second HDF5 parser. A header libhdf5 cannot describe is refused too: the guard could not
-// vouch for what H5Dopen2 would decode from it.
-void check_layout_dims(const std::string& path, const MappedFile& map, hid_t file, const char* name) {
+// dataspace's rank + 1 (the last is the element size), then check its chunk index's B-tree
+// (check_chunk_btree). These are guards against known crashes, not a second HDF5 parser. A header
+// libhdf5 cannot describe is refused too: the guard could not vouch for what H5Dopen2 would decode
+// from it.
+void check_chunked_layout(const std::string& path, const MappedFile& map, hid_t file, const char* name) {
   H5O_info_t info{};
   if (H5Oget_info_by_name2(file, name, &info, H5O_INFO_BASIC | H5O_INFO_HDR, H5P_DEFAULT) < 0)
     throw_hdf5(Where{path}, cat("cannot read the object header of dataset '", name, "': the file is damaged"));
-  const uint64_t origin = address_space(path, file).origin;
+  const AddressSpace space = address_space(path, file);
+  const uint64_t origin = space.origin;
   if (info.addr == HADDR_UNDEF || origin > map.size() || info.addr >= map.size() - origin) return;
   const uint8_t* base = map.data();
   // The messages that matter, as (offset, length) of their data; length 0: not seen. A shared
@@ -147,11 +204,11 @@ void check_layout_dims(const std::string& path, const MappedFile& map, hid_t fil
   });
   if (layout_len < 3) return;
   const uint8_t* m = base + layout_at;
-  uint64_t dims_at = 0, ndims = 0, width = 4;
+  uint64_t dims_at = 0, ndims = 0, width = 4, btree_at = 0;  // btree_at: the index's address in m; 0: none of ours
   if ((m[0] == 1 || m[0] == 2) && m[2] == 2) {  // v1/v2: version, rank+1, class, 5 reserved, address
-    ndims = m[1], dims_at = 8 + 8;
+    ndims = m[1], btree_at = 8, dims_at = 8 + space.offset_bytes;
   } else if (m[0] == 3 && m[1] == 2) {  // v3: version, class, rank+1, address
-    ndims = m[2], dims_at = 3 + 8;
+    ndims = m[2], btree_at = 3, dims_at = 3 + space.offset_bytes;
   } else if (m[0] == 4 && m[1] == 2 && layout_len >= 5) {  // v4: version, class, flags, rank+1, width
     ndims = m[3], width = m[4], dims_at = 5;
   } else {
@@ -168,6 +225,8 @@ void check_layout_dims(const std::string& path, const MappedFile& map, hid_t fil
   for (uint64_t d = 0; d < ndims && dims_at + (d + 1) * width <= layout_len; ++d)
     if (read_uint(m + dims_at + d * width, width) == 0)
       throw Error(where, cat("dataset '", name, "' has a chunk dimension of 0 in its layout message: the file is damaged"));
+  if (btree_at && btree_at + space.offset_bytes <= layout_len && space.offset_bytes >= 1 && space.offset_bytes <= 8)
+    check_chunk_btree(path, map, file, name, read_uint(m + btree_at, space.offset_bytes), ndims);
 }
 
 }  // namespace pretrain::hdf5

@@ -645,9 +645,12 @@ TEST(BertHdf5, ZeroChunkDimensionIsAnErrorNotACrash) {
 // fuzz corpus, which CI replays under ASan). Every dataset, with 0 dimensions and with its rank.
 TEST(BertHdf5, LayoutWithFewerDimensionsThanItsDataspaceIsAnErrorNotACrash) {
   const std::string found = testing::source_dir() + "/tests/fuzz/corpus/bert_hdf5/layout-of-0-dimensions-for-rank-1.hdf5";
+  // The file found is damaged elsewhere too: input_ids' chunk index root is zeros, which the reader
+  // refuses first since the chunk index guard (DamagedChunkIndexIsAnErrorNotACrash). The files
+  // below damage the layout alone.
   for (auto read_path : {BertReadPath::automatic, BertReadPath::hyperslab})
     expect_error([&] { BertShardReader reader(found, read_path); },
-                 {found, "dataset 'next_sentence_labels' has a chunked layout message of 0 dimensions for a dataspace of rank 1"});
+                 {found, "dataset 'input_ids' has a chunk index (v1 B-tree) node at address 2936, its root, that is not a chunk"});
   TempDir dir;
   for (int dims : {0, 1}) {
     // rank + 1 → dims, or → rank for the rank-2 datasets when dims is 1.
@@ -740,7 +743,9 @@ TEST(BertHdf5, DamagedRootGroupIsAnErrorNotACrash) {
 // mask (4), offsets; the first key's size is set to 0.
 TEST(BertHdf5, ChunkWithAnAddressAndNoStoredBytesIsAnError) {
   const std::string found = testing::source_dir() + "/tests/fuzz/corpus/bert_hdf5/chunk-with-an-address-and-0-stored-bytes.hdf5";
-  expect_read_error(found, {found, "'input_ids'", "at record 0 claims 0 stored bytes at address 5552"});
+  // Damaged elsewhere too (segment_ids' chunk index root is zeros), which the reader refuses first
+  // since the chunk index guard; the file below has the one damage.
+  expect_read_error(found, {found, "dataset 'segment_ids' has a chunk index (v1 B-tree) node at address 10216, its root"});
   TempDir dir;
   std::string good = dir.file("good.hdf5");
   write_random(good, 20, 16, 4, 8);
@@ -781,6 +786,39 @@ TEST(BertHdf5, CompactDatasetWithADamagedSizeIsAnError) {
     std::string path = damaged_copy(dir, bytes, message + 2, size, cat("compact-", stored));
     expect_read_error(path, {path, cat("dataset 'input_ids' is compact with ", stored, " bytes stored for shape [7, 6]"),
                              "expected 168"});
+  }
+}
+
+// A chunk index (v1 B-tree) whose root's level byte was damaged (0 → 255) made libhdf5 1.10 take
+// chunk addresses for child nodes and die with SIGSEGV (a null read in H5F__accum_read under
+// H5B_iterate, from H5Dget_chunk_info_by_coord; found by fuzzing, the reproducer is in the fuzz
+// corpus). Every node must be a whole chunk node one level below its parent. A node is "TREE",
+// node type (1: chunks), level, entries (2 bytes), siblings, then keys and children.
+TEST(BertHdf5, DamagedChunkIndexIsAnErrorNotACrash) {
+  const std::string found = testing::source_dir() + "/tests/fuzz/corpus/bert_hdf5/chunk-index-root-at-level-255.hdf5";
+  expect_read_error(found, {found, "byte 680", "has a chunk index (v1 B-tree) node at address 680, expected at level 254, "
+                            "that is not a chunk B-tree node"});
+  TempDir dir;
+  std::string good = dir.file("good.hdf5");
+  auto records = write_random(good, 200, 16, 4, 1);  // 200 one-record chunks: more than a node's 64
+  expect_reads_back(good, records, 16, 4);            // so the root is at level 1, and reads
+  const std::string bytes = read_file(good);
+  const size_t root = bytes.find(std::string("TREE\1\1", 6)), leaf = bytes.find(std::string("TREE\1\0", 6));
+  ASSERT_NE(root, std::string::npos) << "expected a two-level chunk index";
+  ASSERT_NE(leaf, std::string::npos);
+  struct Damage {
+    size_t at;
+    std::string with, expected;
+  };
+  const Damage damages[] = {
+      {root + 5, std::string(1, '\xff'), "expected at level 254, at level 0"},  // its children are leaves
+      {root + 5, std::string(1, '\2'), "expected at level 1, at level 0"},  // its children are leaves
+      {leaf, "TREX", "expected at level 0, that is not a chunk B-tree node"},
+      {leaf + 6, std::string("\xff\0", 2), "at level 0 with 255 entries (at most 64)"},
+  };
+  for (const Damage& d : damages) {
+    std::string path = damaged_copy(dir, bytes, d.at, d.with, cat("index-", d.at, "-", static_cast<int>(d.with[0])));
+    expect_read_error(path, {path, "has a chunk index (v1 B-tree) node at address", d.expected, "the file is damaged"});
   }
 }
 
