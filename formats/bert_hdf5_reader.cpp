@@ -297,8 +297,9 @@ struct BertShardReader::Impl {
     std::array<hsize_t, 2> dims{0, 1}, max_dims{0, 1};
     if (H5Sget_simple_extent_dims(space.get(), dims.data(), max_dims.data()) < 0)
       throw_hdf5(where, cat("cannot read the shape of '", col.name, "'"));
-    check_chunk_shape(d, rank, max_dims, H5Tget_size(type.get()));
-    check_compact_size(d, dims, H5Tget_size(type.get()));
+    Hid dcpl = checked(H5Dget_create_plist(d.id.get()), H5Pclose, where, "cannot read dataset properties");
+    check_chunk_shape(d, dcpl.get(), rank, max_dims, H5Tget_size(type.get()));
+    check_compact_size(d, dcpl.get(), dims, H5Tget_size(type.get()));
     // Bounds that keep every size computed from them far from overflow.
     if (dims[0] > (hsize_t{1} << 40) || dims[1] > (hsize_t{1} << 24))
       throw Error(where, cat("dataset '", col.name, "' has shape [", dims[0], ", ", dims[1],
@@ -308,11 +309,10 @@ struct BertShardReader::Impl {
 
   // libhdf5 1.10 trusts the chunk shape in the layout message and overruns its buffers on a
   // chunk larger than a fixed dimension (found by fuzzing); HDF5 itself never writes one.
-  void check_chunk_shape(const Dataset& d, int rank, const std::array<hsize_t, 2>& max_dims, size_t elem) {
-    Hid dcpl = checked(H5Dget_create_plist(d.id.get()), H5Pclose, Where{path}, "cannot read dataset properties");
-    if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return;
+  void check_chunk_shape(const Dataset& d, hid_t dcpl, int rank, const std::array<hsize_t, 2>& max_dims, size_t elem) {
+    if (H5Pget_layout(dcpl) != H5D_CHUNKED) return;
     hsize_t chunk[H5S_MAX_RANK] = {};
-    int chunk_rank = H5Pget_chunk(dcpl.get(), H5S_MAX_RANK, chunk);
+    int chunk_rank = H5Pget_chunk(dcpl, H5S_MAX_RANK, chunk);
     uint64_t bytes = elem;
     bool ok = chunk_rank == rank;
     for (int i = 0; ok && i < rank; ++i) {
@@ -329,9 +329,8 @@ struct BertShardReader::Impl {
   // trusts: H5Dread copies the dataspace's bytes out of a buffer of that size, so a damaged size
   // (0: no buffer at all) crashed the reader and h5py alike (SEGV in H5VM_memcpyvv under
   // H5D__contig_read; found by fuzzing). HDF5 itself stores exactly the dataspace's bytes.
-  void check_compact_size(const Dataset& d, const std::array<hsize_t, 2>& dims, size_t elem) {
-    Hid dcpl = checked(H5Dget_create_plist(d.id.get()), H5Pclose, Where{path}, "cannot read dataset properties");
-    if (H5Pget_layout(dcpl.get()) != H5D_COMPACT) return;
+  void check_compact_size(const Dataset& d, hid_t dcpl, const std::array<hsize_t, 2>& dims, size_t elem) {
+    if (H5Pget_layout(dcpl) != H5D_COMPACT) return;
     uint64_t expected = elem;
     const bool fits = !__builtin_mul_overflow(expected, dims[0], &expected) && !__builtin_mul_overflow(expected, dims[1], &expected);
     const hsize_t stored = H5Dget_storage_size(d.id.get());

@@ -24,17 +24,20 @@ void check_hdf5_signature(const std::string& path) {
 
 namespace {
 
-// Where libhdf5's addresses start in the file (after the user block) and how wide they are.
+// Where libhdf5's addresses start in the file (after the user block), how wide they are, and the
+// K of its chunk B-trees (2K entries per node).
 struct AddressSpace {
   uint64_t origin = 0;
   size_t offset_bytes = 8, length_bytes = 8;
+  unsigned chunk_btree_k = 0;
 };
 
 AddressSpace address_space(const std::string& path, hid_t file) {
   Hid fcpl = checked(H5Fget_create_plist(file), H5Pclose, Where{path}, "cannot read the file's creation properties");
   hsize_t userblock = 0;
   AddressSpace a;
-  if (H5Pget_userblock(fcpl.get(), &userblock) < 0 || H5Pget_sizes(fcpl.get(), &a.offset_bytes, &a.length_bytes) < 0)
+  if (H5Pget_userblock(fcpl.get(), &userblock) < 0 || H5Pget_sizes(fcpl.get(), &a.offset_bytes, &a.length_bytes) < 0 ||
+      H5Pget_istore_k(fcpl.get(), &a.chunk_btree_k) < 0)
     throw_hdf5(Where{path}, "cannot read the file's creation properties");
   a.origin = userblock;
   return a;
@@ -129,17 +132,14 @@ namespace {
 // SIGSEGV (a null read in H5F__accum_read under H5B_iterate, from H5Dget_chunk_info_by_coord;
 // found by fuzzing). So every node is checked before libhdf5 reads one: whole inside the file,
 // "TREE", node type 1 (raw data chunks), at most 2K entries, each child one level below its parent.
-// The leaves' chunk addresses are ChunkFile::locate's to check. `m` is a v1-v3 chunked layout
-// message; `ndims` its dimensions (rank + 1), which size the keys.
-void check_chunk_btree(const std::string& path, const MappedFile& map, hid_t file, const char* name, uint64_t root,
-                       uint64_t ndims) {
-  const AddressSpace space = address_space(path, file);
-  Hid fcpl = checked(H5Fget_create_plist(file), H5Pclose, Where{path}, "cannot read the file's creation properties");
-  unsigned ik = 0;
-  if (H5Pget_istore_k(fcpl.get(), &ik) < 0) throw_hdf5(Where{path}, "cannot read the file's chunk B-tree size");
-  const uint64_t width = space.offset_bytes, two_k = 2 * uint64_t{ik};
+// The leaves' chunk addresses are ChunkFile::locate's to check. `root` is the address a v1-v3
+// chunked layout message gives; `ndims` its dimensions (rank + 1), which size the keys; `space`'s
+// offsets are 1 to 8 bytes wide and its origin inside the file.
+void check_chunk_btree(const std::string& path, const MappedFile& map, const AddressSpace& space, const char* name,
+                       uint64_t root, uint64_t ndims) {
+  const uint64_t width = space.offset_bytes, two_k = 2 * uint64_t{space.chunk_btree_k};
   const uint64_t undefined = width == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * width)) - 1;  // all bits set
-  if (root == undefined || space.origin > map.size() || width < 1 || width > 8 || two_k == 0) return;  // no chunk written
+  if (root == undefined || two_k == 0) return;  // no chunk written
   // A node as libhdf5 allocates it: "TREE", type, level, entries used, two siblings, then 2K
   // children between 2K + 1 keys (chunk size, filter mask, an 8-byte offset per dimension).
   const uint64_t key = 8 + 8 * ndims, header = 8 + 2 * width, node_bytes = header + two_k * width + (two_k + 1) * key;
@@ -226,7 +226,7 @@ void check_chunked_layout(const std::string& path, const MappedFile& map, hid_t 
     if (read_uint(m + dims_at + d * width, width) == 0)
       throw Error(where, cat("dataset '", name, "' has a chunk dimension of 0 in its layout message: the file is damaged"));
   if (btree_at && btree_at + space.offset_bytes <= layout_len && space.offset_bytes >= 1 && space.offset_bytes <= 8)
-    check_chunk_btree(path, map, file, name, read_uint(m + btree_at, space.offset_bytes), ndims);
+    check_chunk_btree(path, map, space, name, read_uint(m + btree_at, space.offset_bytes), ndims);
 }
 
 }  // namespace pretrain::hdf5
