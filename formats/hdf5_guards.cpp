@@ -132,21 +132,31 @@ namespace {
 // SIGSEGV (a null read in H5F__accum_read under H5B_iterate, from H5Dget_chunk_info_by_coord;
 // found by fuzzing). So every node is checked before libhdf5 reads one: whole inside the file,
 // "TREE", node type 1 (raw data chunks), at most 2K entries, each child one level below its parent.
-// The leaves' chunk addresses are ChunkFile::locate's to check. `root` is the address a v1-v3
-// chunked layout message gives; `ndims` its dimensions (rank + 1), which size the keys; `space`'s
-// offsets are 1 to 8 bytes wide and its origin inside the file.
+// The keys must be in order too. H5Dread finds a chunk by binary search over them, while
+// H5Dget_chunk_info_by_coord (which our checks of a chunk's stored bytes use) took the first match:
+// a damaged leaf listing chunk (0, 0) twice, the second time 26 bytes with gzip marked skipped,
+// passed those checks through the first entry, then H5Dread took the second as a whole 64-byte
+// chunk and copied past it (ASan: heap-buffer-overflow in H5VM_memcpyvv under H5D__scatgath_read;
+// found by fuzzing). Keys are compared as libhdf5 compares them, each offset divided by its chunk
+// dimension: strictly increasing within a node, and in [the parent's key that leads to the node,
+// the parent's next key). The leaves' chunk addresses are ChunkFile::locate's to
+// check. `root` is the address a v1-v3 chunked layout message gives; `dims` its ndims dimensions
+// (rank + 1; the last is the element size), which size the keys; `space`'s offsets are 1 to 8
+// bytes wide and its origin inside the file.
 void check_chunk_btree(const std::string& path, const MappedFile& map, const AddressSpace& space, const char* name,
-                       uint64_t root, uint64_t ndims) {
-  const uint64_t width = space.offset_bytes, two_k = 2 * uint64_t{space.chunk_btree_k};
+                       uint64_t root, const std::vector<uint64_t>& dims) {
+  const uint64_t width = space.offset_bytes, two_k = 2 * uint64_t{space.chunk_btree_k}, ndims = dims.size();
   const uint64_t undefined = width == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * width)) - 1;  // all bits set
   if (root == undefined || two_k == 0) return;  // no chunk written
   // A node as libhdf5 allocates it: "TREE", type, level, entries used, two siblings, then 2K
   // children between 2K + 1 keys (chunk size, filter mask, an 8-byte offset per dimension).
   const uint64_t key = 8 + 8 * ndims, header = 8 + 2 * width, node_bytes = header + two_k * width + (two_k + 1) * key;
   const uint64_t room = map.size() - space.origin;  // bytes from address 0 to the end of the file
+  using Scaled = std::vector<uint64_t>;  // a key's chunk coordinates; empty: no bound
   struct Node {
     uint64_t addr;
-    int level;  // expected; -1 for the root, whose level is its own
+    int level;         // expected; -1 for the root, whose level is its own
+    Scaled low, high;  // its keys lie in [low, high); empty: unbounded
   };
   auto damaged = [&](const Node& n, const std::string& what) {
     return Error(Where::at_offset(path, static_cast<int64_t>(std::min(space.origin + n.addr, uint64_t{map.size()}))),
@@ -154,9 +164,14 @@ void check_chunk_btree(const std::string& path, const MappedFile& map, const Add
                      n.level >= 0 ? cat(", expected at level ", n.level, ",") : std::string(", its root,"), " ", what,
                      ": the file is damaged"));
   };
-  std::vector<Node> todo = {{root, -1}};
+  auto text = [](const Scaled& k) {
+    std::string s = "(";
+    for (size_t d = 0; d < k.size(); ++d) s += cat(d ? ", " : "", k[d]);
+    return s + ")";
+  };
+  std::vector<Node> todo = {{root, -1, {}, {}}};
   for (uint64_t visits = 0; !todo.empty(); ++visits) {
-    const Node n = todo.back();
+    const Node n = std::move(todo.back());
     todo.pop_back();
     if (visits > room / node_bytes) throw damaged(n, "beyond the nodes the file has room for (the index has a cycle)");
     if (n.addr >= room || room - n.addr < node_bytes)
@@ -168,9 +183,21 @@ void check_chunk_btree(const std::string& path, const MappedFile& map, const Add
       throw damaged(n, "that is not a chunk B-tree node (\"TREE\", node type 1)");
     if ((n.level >= 0 && level != n.level) || entries > two_k)
       throw damaged(n, cat("at level ", level, " with ", entries, " entries (at most ", two_k, ")"));
+    std::vector<Scaled> keys(entries);
+    for (uint64_t i = 0; i < entries; ++i) {
+      const uint8_t* k = at + header + (key + width) * i + 8;
+      for (uint64_t d = 0; d < ndims; ++d) keys[i].push_back(read_uint(k + 8 * d, 8) / dims[d]);
+      if (i > 0 && !(keys[i - 1] < keys[i]))
+        throw damaged(n, cat("whose entry ", i, " is chunk ", text(keys[i]), ", not after entry ", i - 1, "'s ", text(keys[i - 1])));
+      if (i == 0 && !n.low.empty() && keys[0] < n.low)
+        throw damaged(n, cat("whose first entry is chunk ", text(keys[0]), ", before its parent's key ", text(n.low)));
+      if (!n.high.empty() && !(keys[i] < n.high))
+        throw damaged(n, cat("whose entry ", i, " is chunk ", text(keys[i]), ", not before its parent's next key ", text(n.high)));
+    }
     if (level > 0)
       for (uint64_t i = 0; i < entries; ++i)
-        todo.push_back({read_uint(at + header + key * (i + 1) + width * i, width), level - 1});
+        todo.push_back({read_uint(at + header + key * (i + 1) + width * i, width), level - 1, keys[i],
+                        i + 1 < entries ? keys[i + 1] : n.high});
   }
 }
 
@@ -222,11 +249,14 @@ void check_chunked_layout(const std::string& path, const MappedFile& map, hid_t 
   if (ndims < rank + 1)
     throw Error(where, cat("dataset '", name, "' has a chunked layout message of ", ndims, " dimensions for a dataspace of rank ",
                            rank, ", expected ", rank + 1, ": the file is damaged"));
-  for (uint64_t d = 0; d < ndims && dims_at + (d + 1) * width <= layout_len; ++d)
-    if (read_uint(m + dims_at + d * width, width) == 0)
+  std::vector<uint64_t> dims;
+  for (uint64_t d = 0; d < ndims && dims_at + (d + 1) * width <= layout_len; ++d) {
+    dims.push_back(read_uint(m + dims_at + d * width, width));
+    if (dims.back() == 0)
       throw Error(where, cat("dataset '", name, "' has a chunk dimension of 0 in its layout message: the file is damaged"));
-  if (btree_at && btree_at + space.offset_bytes <= layout_len && space.offset_bytes >= 1 && space.offset_bytes <= 8)
-    check_chunk_btree(path, map, space, name, read_uint(m + btree_at, space.offset_bytes), ndims);
+  }
+  if (btree_at && dims.size() == ndims && btree_at + space.offset_bytes <= layout_len && space.offset_bytes >= 1 && space.offset_bytes <= 8)
+    check_chunk_btree(path, map, space, name, read_uint(m + btree_at, space.offset_bytes), dims);
 }
 
 }  // namespace pretrain::hdf5

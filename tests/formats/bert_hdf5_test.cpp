@@ -743,9 +743,11 @@ TEST(BertHdf5, DamagedRootGroupIsAnErrorNotACrash) {
 // mask (4), offsets; the first key's size is set to 0.
 TEST(BertHdf5, ChunkWithAnAddressAndNoStoredBytesIsAnError) {
   const std::string found = testing::source_dir() + "/tests/fuzz/corpus/bert_hdf5/chunk-with-an-address-and-0-stored-bytes.hdf5";
-  // Damaged elsewhere too (segment_ids' chunk index root is zeros), which the reader refuses first
-  // since the chunk index guard; the file below has the one damage.
-  expect_read_error(found, {found, "dataset 'segment_ids' has a chunk index (v1 B-tree) node at address 10216, its root"});
+  // Damaged elsewhere too (input_ids' chunk index lists chunk (0, 0) twice; segment_ids' index
+  // root is zeros), which the reader refuses first since the chunk index guards; the file below
+  // has the one damage.
+  expect_read_error(found, {found, "dataset 'input_ids' has a chunk index (v1 B-tree) node at address 2936, its root, "
+                            "whose entry 1 is chunk (0, 0, 0), not after entry 0's (0, 0, 0)"});
   TempDir dir;
   std::string good = dir.file("good.hdf5");
   write_random(good, 20, 16, 4, 8);
@@ -796,8 +798,11 @@ TEST(BertHdf5, CompactDatasetWithADamagedSizeIsAnError) {
 // node type (1: chunks), level, entries (2 bytes), siblings, then keys and children.
 TEST(BertHdf5, DamagedChunkIndexIsAnErrorNotACrash) {
   const std::string found = testing::source_dir() + "/tests/fuzz/corpus/bert_hdf5/chunk-index-root-at-level-255.hdf5";
-  expect_read_error(found, {found, "byte 680", "has a chunk index (v1 B-tree) node at address 680, expected at level 254, "
-                            "that is not a chunk B-tree node"});
+  // Its root's keys are damaged too, and the key-order check (ChunkIndexKeysOutOfOrderAreAnError-
+  // NotACrash) refuses them before the walk reaches the child at address 680 that libhdf5 died on;
+  // the damages below change the level alone.
+  expect_read_error(found, {found, "byte 2936", "has a chunk index (v1 B-tree) node at address 2936, its root, whose entry 2 "
+                            "is chunk (12, 131074, 34), not after entry 1's (48, 0, 34)"});
   TempDir dir;
   std::string good = dir.file("good.hdf5");
   auto records = write_random(good, 200, 16, 4, 1);  // 200 one-record chunks: more than a node's 64
@@ -818,6 +823,58 @@ TEST(BertHdf5, DamagedChunkIndexIsAnErrorNotACrash) {
   };
   for (const Damage& d : damages) {
     std::string path = damaged_copy(dir, bytes, d.at, d.with, cat("index-", d.at, "-", static_cast<int>(d.with[0])));
+    expect_read_error(path, {path, "has a chunk index (v1 B-tree) node at address", d.expected, "the file is damaged"});
+  }
+}
+
+// libhdf5 1.10's H5Dread finds a chunk by binary search over its index's keys, while
+// H5Dget_chunk_info_by_coord, which the reader's checks of a chunk's stored bytes use, took the
+// first match. A leaf listing chunk (0, 0) twice, the second time 26 bytes with gzip marked
+// skipped, passed those checks, then H5Dread copied a whole 64-byte chunk out of the 26 bytes
+// (ASan: heap-buffer-overflow in H5VM_memcpyvv; found by fuzzing). Keys out of order, in a node or
+// against its parent's, must be refused before libhdf5 reads a chunk.
+TEST(BertHdf5, ChunkIndexKeysOutOfOrderAreAnErrorNotACrash) {
+  const std::string found = testing::source_dir() + "/tests/fuzz/corpus/bert_hdf5/chunk-index-keys-out-of-order.hdf5";
+  expect_read_error(found, {found, "byte 2936", "dataset 'input_ids' has a chunk index (v1 B-tree) node at address 2936, "
+                            "its root, whose entry 2 is chunk (0, 0, 0), not after entry 1's (1, 0, 0)"});
+  TempDir dir;
+  std::string good = dir.file("good.hdf5");
+  auto records = write_random(good, 200, 16, 4, 1);  // 200 one-record chunks: a root over leaves
+  expect_reads_back(good, records, 16, 4);
+  const std::string bytes = read_file(good);
+  auto u64 = [&](size_t at) {
+    uint64_t v = 0;
+    std::memcpy(&v, bytes.data() + at, 8);
+    return v;
+  };
+  // A leaf of a rank-2 dataset: 24-byte header, then keys of 32 bytes (size, filter mask, three
+  // offsets) between 8-byte child addresses. Key i's row offset is at 24 + 40 i + 8; with one row
+  // per chunk, consecutive keys hold consecutive rows.
+  auto row_at = [](size_t leaf, uint64_t i) { return leaf + 24 + 40 * i + 8; };
+  size_t first = std::string::npos, later = std::string::npos;  // leaves whose first row is 0, and not 0
+  for (size_t at = bytes.find(std::string("TREE\1\0", 6)); at != std::string::npos; at = bytes.find(std::string("TREE\1\0", 6), at + 1)) {
+    uint64_t row = u64(row_at(at, 0));
+    if (u64(row_at(at, 1)) != row + 1 || u64(row_at(at, 2)) != row + 2 || u64(row_at(at, 1) + 8) != 0) continue;
+    (row == 0 ? first : later) = at;
+  }
+  ASSERT_NE(first, std::string::npos) << "expected a rank-2 leaf starting at row 0";
+  ASSERT_NE(later, std::string::npos) << "expected a rank-2 leaf starting past row 0";
+  const uint64_t last = u64(first + 6) & 0xffff, later_row = u64(row_at(later, 0));
+  ASSERT_GE(last, 3u);
+  struct Damage {
+    size_t at;
+    uint64_t row;
+    std::string expected;
+  };
+  const Damage damages[] = {
+      {row_at(first, 1), 0, "whose entry 1 is chunk (0, 0, 0), not after entry 0's (0, 0, 0)"},  // a duplicate
+      {row_at(first, 1), 2, "whose entry 2 is chunk (2, 0, 0), not after entry 1's (2, 0, 0)"},
+      {row_at(first, 2), 1, "whose entry 2 is chunk (1, 0, 0), not after entry 1's (1, 0, 0)"},
+      {row_at(first, last - 1), 199, cat("whose entry ", last - 1, " is chunk (199, 0, 0), not before its parent's next key")},
+      {row_at(later, 0), 0, cat("whose first entry is chunk (0, 0, 0), before its parent's key (", later_row, ", 0, 0)")},
+  };
+  for (const Damage& d : damages) {
+    std::string path = damaged_copy(dir, bytes, d.at, le64(d.row), cat("keys-", d.at, "-", d.row));
     expect_read_error(path, {path, "has a chunk index (v1 B-tree) node at address", d.expected, "the file is damaged"});
   }
 }
