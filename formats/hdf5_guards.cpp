@@ -30,6 +30,7 @@ struct AddressSpace {
   uint64_t origin = 0;
   size_t offset_bytes = 8, length_bytes = 8;
   unsigned chunk_btree_k = 0;
+  unsigned shared_message_indexes = 0;  // 0: the file has no shared-message table
 };
 
 AddressSpace address_space(const std::string& path, hid_t file) {
@@ -37,7 +38,7 @@ AddressSpace address_space(const std::string& path, hid_t file) {
   hsize_t userblock = 0;
   AddressSpace a;
   if (H5Pget_userblock(fcpl.get(), &userblock) < 0 || H5Pget_sizes(fcpl.get(), &a.offset_bytes, &a.length_bytes) < 0 ||
-      H5Pget_istore_k(fcpl.get(), &a.chunk_btree_k) < 0)
+      H5Pget_istore_k(fcpl.get(), &a.chunk_btree_k) < 0 || H5Pget_shared_mesg_nindexes(fcpl.get(), &a.shared_message_indexes) < 0)
     throw_hdf5(Where{path}, "cannot read the file's creation properties");
   a.origin = userblock;
   return a;
@@ -225,10 +226,23 @@ void check_chunked_layout(const std::string& path, const MappedFile& map, hid_t 
   // The messages that matter, as (offset, length) of their data; length 0: not seen. A shared
   // dataspace message (flags bit 1) holds a reference, not the rank, so it is passed over.
   uint64_t space_at = 0, space_len = 0, layout_at = 0, layout_len = 0;
+  uint64_t in_heap_at = 0, in_heap_type = 0;  // the first message kept in the shared-message heap
   for_each_message(map, origin + info.addr, info.hdr.version, [&](uint32_t type, uint32_t flags, uint64_t data, uint64_t len) {
     if (type == 1 && !(flags & 0x02) && !space_len) space_at = data, space_len = len;
     if (type == 8 && !layout_len) layout_at = data, layout_len = len;
+    // A shared message (flags bit 1) of version 2 or 3 says where it lives in its second byte;
+    // 1 is the shared-message heap.
+    if ((flags & 0x02) && len >= 2 && (base[data] == 2 || base[data] == 3) && base[data + 1] == 1 && !in_heap_at)
+      in_heap_at = data, in_heap_type = type;
   });
+  // libhdf5 1.10 decodes such a message through the file's shared-message table without asking
+  // whether the file has one: a dataset header claiming one in a file without made it read from
+  // an undefined address (SIGSEGV: a null read in H5F__accum_read under H5SM_get_fheap_addr, from
+  // H5Dopen2; found by fuzzing). h5py and our writer never create that table.
+  if (in_heap_at && space.shared_message_indexes == 0)
+    throw Error(Where::at_offset(path, static_cast<int64_t>(in_heap_at)),
+                cat("dataset '", name, "' has a header message (type ", in_heap_type,
+                    ") kept in the shared-message heap of a file that has none: the file is damaged"));
   if (layout_len < 3) return;
   const uint8_t* m = base + layout_at;
   uint64_t dims_at = 0, ndims = 0, width = 4, btree_at = 0;  // btree_at: the index's address in m; 0: none of ours

@@ -25,7 +25,8 @@ void check_root_group(const std::string& path, const MappedFile& map, hid_t file
 // dimension of 0, or fewer dimensions than the dataspace's rank + 1, in dataset `name`'s first
 // object header chunk; (throws Error at the node's offset) a chunk index B-tree (v1, layout
 // versions 1-3) with a node that is not whole in the file, not a chunk node, not one level below
-// its parent, or whose keys are out of order; and (throws Error naming the file) a header libhdf5 cannot describe. Call it
+// its parent, or whose keys are out of order; (throws Error at the message's offset) a header
+// message kept in a shared-message heap the file does not have; and (throws Error naming the file) a header libhdf5 cannot describe. Call it
 // before H5Dopen2.
 // `map` is `path` mapped; `file` is it opened with H5Fopen.
 void check_chunked_layout(const std::string& path, const MappedFile& map, hid_t file, const char* name);

@@ -879,6 +879,32 @@ TEST(BertHdf5, ChunkIndexKeysOutOfOrderAreAnErrorNotACrash) {
   }
 }
 
+// A header message flagged shared (flags bit 1) whose encoding (version 2 or 3, then 1) says it
+// lives in the file's shared-message heap made libhdf5 1.10 look it up through a shared-message
+// table the file does not have (SIGSEGV: a null read in H5F__accum_read under
+// H5SM_get_fheap_addr, inside H5Dopen2; found by fuzzing). The reader must refuse it first.
+TEST(BertHdf5, SharedMessageInAHeapTheFileLacksIsAnErrorNotACrash) {
+  const std::string found = testing::source_dir() + "/tests/fuzz/corpus/bert_hdf5/fill-value-in-a-shared-message-heap-the-file-lacks.hdf5";
+  expect_read_error(found, {found, "byte 1768: dataset 'segment_ids' has a header message (type 5) kept in the shared-message "
+                            "heap of a file that has none: the file is damaged"});
+  TempDir dir;
+  std::string good = dir.file("good.hdf5");
+  write_random(good, 20, 16, 4, 8);
+  const std::string bytes = read_file(good);
+  // input_ids' fill value message: type 5, 8 bytes, flags 1 (constant), then version 2, ...
+  const size_t fill = bytes.find(std::string("\5\0\10\0\1\0\0\0\2\3\2\1", 12));
+  ASSERT_NE(fill, std::string::npos);
+  for (const char* version : {"\2", "\3"}) {
+    std::string damaged = bytes;
+    damaged[fill + 4] = '\2';                                           // flags: shared
+    damaged.replace(fill + 8, 2, std::string(version, 1) + "\1");      // in the shared-message heap
+    std::string path = dir.file(cat("shared-v", static_cast<int>(version[0]), ".hdf5"));
+    write_file_atomic(path, damaged);
+    expect_read_error(path, {path, cat("byte ", fill + 8, ": dataset 'input_ids' has a header message (type 5) kept in the "
+                                       "shared-message heap of a file that has none")});
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // NVIDIA's files (create_pretraining_data.py + h5py), checked against its own instance dump.
 
