@@ -895,11 +895,9 @@ TEST(BertHdf5, SharedMessageInAHeapTheFileLacksIsAnErrorNotACrash) {
   const size_t fill = bytes.find(std::string("\5\0\10\0\1\0\0\0\2\3\2\1", 12));
   ASSERT_NE(fill, std::string::npos);
   for (const char* version : {"\2", "\3"}) {
-    std::string damaged = bytes;
-    damaged[fill + 4] = '\2';                                           // flags: shared
-    damaged.replace(fill + 8, 2, std::string(version, 1) + "\1");      // in the shared-message heap
-    std::string path = dir.file(cat("shared-v", static_cast<int>(version[0]), ".hdf5"));
-    write_file_atomic(path, damaged);
+    // flags: shared (then 3 reserved bytes); the message: this version, in the shared-message heap
+    std::string path = damaged_copy(dir, bytes, fill + 4, std::string("\2\0\0\0", 4) + version + "\1",
+                                    cat("shared-v", static_cast<int>(version[0])));
     expect_read_error(path, {path, cat("byte ", fill + 8, ": dataset 'input_ids' has a header message (type 5) kept in the "
                                        "shared-message heap of a file that has none")});
   }
