@@ -13,14 +13,19 @@
 # peer) back to back, so a drift in the machine's speed hits both sides of a ratio; a row is then the
 # run with the median CPU s, and the ratios are the medians of the N paired ratios, with their range
 # (DLPerf's median of 5 runs; on a shared 2-core machine one run's GPT ratio ranged 0.65–1.31).
+# With --dle-git (a git dir of NVIDIA/DeepLearningExamples; default $DLE_GIT, as the golden files'
+# reproduce.sh) the slice also goes through NVIDIA's create_pretraining_data.py itself, unmodified
+# (its pure-Python tokenizer, h5py writing gzip 4): its CPU s beside ours, and its records checked
+# equal to ours with h5py. The stand-in above is the stronger peer (a Rust tokenizer, no writing).
 #   scripts/bench/shards.sh [--text-mb 1024] [--peer-mb 20 (0: no peer)] [--dupe 2] [--threads "1 2"]
 #                           [--models "bert gpt"] [--levels "4"  (BERT gzip levels, a case each)] [--runs 1]
+#                           [--dle-git DIR]
 
 # shellcheck source=scripts/bench/lib.sh
 source "$(dirname "$0")/lib.sh"
-text_mb=1024 peer_mb=20 dupe=2 threads="1 $(nproc)" models="bert gpt" levels=4 runs=1
+text_mb=1024 peer_mb=20 dupe=2 threads="1 $(nproc)" models="bert gpt" levels=4 runs=1 dle_git=${DLE_GIT:-}
 bench_args --text-mb=text_mb --peer-mb=peer_mb --dupe=dupe --threads=threads --models=models --levels=levels \
-  --runs=runs -- "$@"
+  --runs=runs --dle-git=dle_git -- "$@"
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "shards.sh: --runs wants a whole number ≥ 1, not '$runs'" >&2; exit 2; }
 wiki=$enwiki_jsonl
 vocab=$shared_data/vocab/bert-base-uncased-vocab.txt
@@ -30,6 +35,9 @@ bench_venv
 bench_build build make-pretraining-shards bench_tokenizers
 bench_tmpdir shards
 dir=$bench_tmp
+if [[ -n $dle_git ]] && ((peer_mb > 0)); then
+  bench_nvidia_script "$dle_git" "$dir/nvidia"
+fi
 
 # The corpus: documents repeated (new ids) to the size asked; the text lines for the tokenizer
 # alone; a Google-format slice for the Python peer.
@@ -74,7 +82,8 @@ for ((run = 1; run <= runs; run++)); do
         /usr/bin/time -f "%M %U %S" -o "$dir/rss" build/datagen/make-pretraining-shards --model "$model" -i "$dir/corpus.jsonl" \
           --tokenizer "$tok" -o "$dir/out-$model" --dupe-factor "$dupe" --num-shards 8 --threads "$t" \
           --compression-level "$level" --quiet >"$dir/stats.json"
-        /usr/bin/python3 - "$dir/stats.json" "$model" "$t" "$level" $(cat "$dir/rss") >>"$results" <<'PY'
+        read -ra rss <"$dir/rss"
+        /usr/bin/python3 - "$dir/stats.json" "$model" "$t" "$level" "${rss[@]}" >>"$results" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); model, t, level = sys.argv[2], sys.argv[3], sys.argv[4]
 rss, cpu = int(sys.argv[5]), float(sys.argv[6]) + float(sys.argv[7])
@@ -100,11 +109,36 @@ PY
     rm -rf "$dir/out-peer"
     /usr/bin/time -f "%U %S" -o "$dir/ours.cpu" build/datagen/make-pretraining-shards --model bert -i "$dir/peer.txt" \
       --tokenizer "$vocab" -o "$dir/out-peer" --dupe-factor "$dupe" --threads 1 --rng python --quiet >"$dir/peer-ours.json"
-    /usr/bin/python3 - "$dir/peer-ours.json" $(cat "$dir/ours.cpu") >>"$results" <<'PY'
+    read -ra ours_cpu <"$dir/ours.cpu"
+    /usr/bin/python3 - "$dir/peer-ours.json" "${ours_cpu[@]}" >>"$results" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); cpu = float(sys.argv[2]) + float(sys.argv[3])
 print(f"ours_on_peer_slice 1 {(s['instances']) / s['seconds']:.1f} {s['seconds']:.3f} {s['instances']} {s['tokens']} {cpu:.3f}")
 PY
+    if [[ -n $dle_git ]]; then
+      echo "# NVIDIA's create_pretraining_data.py on $peer_mb MB" >&2
+      # The golden files' arguments (../shared/data/golden/README.md), at this run's dupe factor.
+      (cd "$dir/nvidia" && PYTHONPATH=$dir/nvidia/shims /usr/bin/time -f "%e %U %S %M" -o "$dir/nvidia.time" \
+        "$OLDPWD/.venv/bin/python" create_pretraining_data.py --vocab_file "$vocab" --input_file "$dir/peer.txt" \
+        --output_file "$dir/nvidia.hdf5" --do_lower_case --max_seq_length 128 --max_predictions_per_seq 20 \
+        --masked_lm_prob 0.15 --random_seed 12345 --dupe_factor "$dupe" --short_seq_prob 0.1 >"$dir/nvidia.log" 2>&1) || {
+        echo "shards.sh: NVIDIA's create_pretraining_data.py failed; its output ends:" >&2
+        tail -n 5 "$dir/nvidia.log" >&2
+        exit 1
+      }
+      # Its records against ours (one shard, the same seed): every dataset equal, or the ratio means nothing.
+      read -ra nvidia_time <"$dir/nvidia.time"
+      .venv/bin/python - "$dir/nvidia.hdf5" "$dir/out-peer/train-00000.hdf5" "${nvidia_time[@]}" >>"$results" <<'PY'
+import os, sys, h5py, numpy as np
+theirs, ours = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+wall, cpu, rss = float(sys.argv[3]), float(sys.argv[4]) + float(sys.argv[5]), int(sys.argv[6])
+n = theirs["input_ids"].shape[0]
+same = sorted(theirs) == sorted(ours) and all(np.array_equal(theirs[k][...], ours[k][...]) for k in theirs)
+print(f"nvidia_script 1 {n / wall:.1f} {wall:.3f} {n} {cpu:.3f} {rss} {os.path.getsize(sys.argv[1])} "
+      f"{os.path.getsize(sys.argv[2])} {'yes' if same else 'NO'}")
+PY
+      rm -f "$dir/nvidia.hdf5"
+    fi
   fi
 done
 
@@ -175,6 +209,17 @@ if ps and os_:
           f"{float(p[0]):,.0f} instances/s, {float(p[4]):.2f} CPU s; ours (--rng python, default gzip level) {float(o[0]):,.0f} instances/s, "
           f"{float(o[4]):.2f} CPU s: {summary(by_wall, '{:.1f}×')} by wall time, {summary(by_cpu, '{:.1f}×')} "
           f"instances per CPU-second (goal ≥ 30×)")
+ns = rows.get(("nvidia_script", 1), [])
+if ns and os_:
+    by_wall = [float(o[0]) / float(n[0]) for n, o in zip(ns, os_)]
+    by_cpu = [(int(o[2]) / float(o[4])) / (int(n[2]) / float(n[3])) for n, o in zip(ns, os_)]
+    n = ns[median_run(ns, 3)]
+    same = "yes" if all(r[7] == "yes" for r in ns) else "NO"
+    print(f"NVIDIA's create_pretraining_data.py itself (DeepLearningExamples 729963dd, unmodified: pure-Python "
+          f"tokenizer, h5py gzip 4), the same slice: {float(n[0]):,.0f} instances/s, {float(n[3]):.2f} CPU s, peak RSS "
+          f"{int(n[4]) / 1024:.0f} MB; ours {summary(by_wall, '{:.1f}×')} by wall time, {summary(by_cpu, '{:.1f}×')} "
+          f"instances per CPU-second (goal ≥ 30×); records identical to ours: {same} ({int(n[2]):,}); "
+          f"our file {int(n[6]) / int(n[5]):.3f}× its size")
 # Projection: enwiki ≈ 20 GB of text, dupe 5, 16 cores, from the CPU seconds of the one-thread
 # BERT run (gzip 4) and perfect scaling (an upper bound on speed: the write stage's HDF5 calls are serial).
 r = median_rows.get(("shards_bert_L4", threads[0]))
