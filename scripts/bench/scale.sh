@@ -2,6 +2,7 @@
 # Data preparation at corpus scale, measured stage by stage, and projected to the full enwiki.
 #   scripts/bench/scale.sh [--gb 10] [--runs "t1 t2 np2"] [--dir DIR] [--build build] [--keep 0]
 #                          [--stages "wikiprep tokenizer bert128 loader bert512 gpt peer"] [--append 0]
+#                          [--dle-git DIR]
 # The dump: the real shared pages (enwiki, jawiki and elwikivoyage excerpts, as wikiprep.sh builds
 # its input) repeated to >= --gb GB of XML, as a multistream .xml.bz2 like the dumps Wikimedia
 # publishes: a ~256 MB body is compressed once (pbzip2 -9, one stream per block) and repeated
@@ -19,7 +20,9 @@
 # and on 4 nodes of 64, from the t1 CPU seconds per MB and the scaling the t2 and np2 runs showed;
 # and the same for NVIDIA's scripts (wikiextractor, create_pretraining_data.py) from their per-core
 # rates measured here on slices (wikiextractor on 20 MB of the XML, Google's algorithm on 5 MB of the
-# text; scripts/bench/shards_peer.py).
+# text: scripts/bench/shards_peer.py, a stand-in faster than NVIDIA's script, with HF's Rust tokenizer
+# and no writing; with --dle-git, a git dir of NVIDIA/DeepLearningExamples (default $DLE_GIT), also
+# NVIDIA's create_pretraining_data.py itself, unmodified, and the projection uses its rate).
 # A long measurement can be finished in parts on a shared machine: --stages runs some stages (a run
 # without wikiprep reads the documents a --keep 1 run left in DIR/<run>-docs), --append 1 keeps the
 # rows DIR/results.tsv already has (a stage measured again replaces its row in the tables).
@@ -27,7 +30,8 @@
 # shellcheck source=scripts/bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 gb=10 runs="t1 t2 np2" dir="" build=build keep=0 stages="wikiprep tokenizer bert128 loader bert512 gpt peer" append=0
-bench_args --gb=gb --runs=runs --dir=dir --build=build --keep=keep --stages=stages --append=append -- "$@"
+dle_git=${DLE_GIT:-}
+bench_args --gb=gb --runs=runs --dir=dir --build=build --keep=keep --stages=stages --append=append --dle-git=dle_git -- "$@"
 selected() { [[ " $stages " == *" $1 "* ]]; }
 data=$shared_data/wikipedia
 bench_require "$data" "no shared data at $data (set PRETRAIN_SHARED_DATA)"
@@ -141,7 +145,8 @@ done
 
 # ---- NVIDIA's scripts, per core, on slices ----------------------------------------------------
 # wikiextractor on 20 MB of the XML, Google's algorithm (shards_peer.py: HF fast tokenizer) on 5 MB
-# of its sentences (Google's format, from wikiprep --format sentences), dupe 5; ours on the same slices in the same run, one thread each.
+# of its sentences (Google's format, from wikiprep --format sentences), dupe 5, and NVIDIA's script
+# itself there with --dle-git; ours on the same slices in the same run, one thread each.
 if selected peer; then
   $py - "$dir/head.xml" "$dir/body.xml" "$dir/slice.xml" <<'EOF'
 import sys
@@ -161,8 +166,17 @@ cut = text.find("\n\n", 5_000_000)
 open(sys.argv[2], "w", encoding="utf-8").write(text[: cut + 2] if cut > 0 else text)
 EOF
   peer_mb=$($py -c "import os, sys; print(round(os.path.getsize(sys.argv[1]) / 1e6, 1))" "$dir/peer.txt")
-  measure peer "create_pretraining_data $peer_mb MB" "$dir/none" .venv/bin/python scripts/bench/shards_peer.py --text "$dir/peer.txt" \
+  measure peer "stand-in $peer_mb MB" "$dir/none" .venv/bin/python scripts/bench/shards_peer.py --text "$dir/peer.txt" \
     --vocab "$vocab" --dupe 5
+  if [[ -n $dle_git ]]; then
+    bench_nvidia_script "$dle_git" "$dir/nvidia"
+    # The golden files' arguments (../shared/data/golden/README.md) at dupe 5, as ours below.
+    measure peer "create_pretraining_data.py $peer_mb MB" "$dir/nvidia.hdf5" env PYTHONPATH="$dir/nvidia/shims" \
+      .venv/bin/python "$dir/nvidia/create_pretraining_data.py" --vocab_file "$vocab" --input_file "$dir/peer.txt" \
+      --output_file "$dir/nvidia.hdf5" --do_lower_case --max_seq_length 128 --max_predictions_per_seq 20 \
+      --masked_lm_prob 0.15 --random_seed 12345 --dupe_factor 5 --short_seq_prob 0.1
+    rm -rf "$dir/nvidia.hdf5" "$dir/nvidia"
+  fi
   measure peer "make-pretraining-shards $peer_mb MB" "$dir/peer-out" "$build/datagen/make-pretraining-shards" -i "$dir/peer.txt" \
     --tokenizer "$vocab" -o "$dir/peer-out" --dupe-factor 5 --threads 1 -q
   rm -rf "$dir/we" "$dir/slice-docs" "$dir/slice-sentences" "$dir/peer-out"
@@ -220,13 +234,20 @@ for n in names:
 print(f"| **all** | | | **{totals[0]:,.0f}** | **{totals[1]:,.0f}** | **{totals[2]:,.0f}** |")
 we, wp = stage.get(("peer", "wikiextractor 20 MB")), stage.get(("peer", "wikiprep 20 MB"))
 peer = {n.split()[0]: (float(n.split()[1]), v) for (r, n), v in stage.items() if r == "peer" and n.endswith(" MB")}
-peer_mb, cp = peer.get("create_pretraining_data", (1, None))
+# NVIDIA's create_pretraining_data.py where it was measured (--dle-git), else the faster stand-in.
+peer_mb, cp = peer.get("create_pretraining_data.py", (1, None))
+cp_name = "create_pretraining_data.py"
+if cp is None:
+    (peer_mb, cp), cp_name = peer.get("stand-in", (1, None)), "Google's algorithm with HF's tokenizer (a stand-in faster than create_pretraining_data.py)"
+sp = peer.get("stand-in", (1, None))[1]
 mp = peer.get("make-pretraining-shards", (1, None))[1]
 if we and wp and cp and mp:
     we_min = we[1] / 20 * EN_XML / 16 / 60
     cp_min = cp[1] / peer_mb * EN_TEXT / 16 / 60
     print(f"\nNVIDIA's scripts at their measured per-core rates, 16 cores, perfect scaling: wikiextractor "
-          f"{we_min:,.0f} min ({we[1] / wp[1]:.0f}x our CPU s on the same 20 MB), create_pretraining_data.py "
+          f"{we_min:,.0f} min ({we[1] / wp[1]:.0f}x our CPU s on the same 20 MB), {cp_name} "
           f"dupe 5 {cp_min:,.0f} min ({cp[1] / mp[1]:.0f}x ours on the same {peer_mb} MB): {we_min + cp_min:,.0f} min "
           f"against our {totals[0]:,.0f}; on 64 cores {(we_min + cp_min) / 4:,.0f} against {totals[1]:,.0f}.")
+    if sp and sp is not cp:
+        print(f"The stand-in (Google's algorithm with HF's tokenizer) took {sp[1] / mp[1]:.0f}x our CPU s on the same slice.")
 EOF
