@@ -102,16 +102,17 @@ bench_collect() {
   tee -a /dev/stderr | awk -v tags="$*" '$1 == "RESULT" { $1 = tags; print }' >>"$file"
 }
 
-# bench_nvidia_script GIT_DIR DIR: NVIDIA's create_pretraining_data.py, unmodified, from a git dir of
-# NVIDIA/DeepLearningExamples (at the commit ../shared/data/golden/ was made with) into DIR, with
-# its tokenization.py and file_utils.py beside it. file_utils.py imports boto3 and botocore only to
-# fetch vocabularies from S3, which a local vocabulary file never reaches; where Debian's packages
-# are absent, empty stand-ins for the two imports go in DIR/shims (put it on PYTHONPATH).
+# bench_nvidia_script CLONE DIR: NVIDIA's create_pretraining_data.py, unmodified, from a clone (or
+# a bare git dir) of NVIDIA/DeepLearningExamples, at the commit ../shared/data/golden/ was made
+# with, into DIR, with its tokenization.py and file_utils.py beside it. file_utils.py imports boto3
+# and botocore only to fetch vocabularies from S3, which a local vocabulary file never reaches;
+# where Debian's packages are absent, empty stand-ins for the two imports go in DIR/shims (put it
+# on PYTHONPATH).
 bench_nvidia_script() {
   local git_dir=$1 out=$2 commit=729963dd47e7c8bd462ad10bfac7a7b0b604e6dd f
   mkdir -p "$out/shims/botocore"
   for f in create_pretraining_data.py tokenization.py file_utils.py; do
-    git --git-dir="$git_dir" show "$commit:PyTorch/LanguageModeling/BERT/$f" >"$out/$f" || {
+    git -C "$git_dir" show "$commit:PyTorch/LanguageModeling/BERT/$f" >"$out/$f" || {
       echo "bench: $git_dir has no PyTorch/LanguageModeling/BERT/$f at $commit (want a clone of NVIDIA/DeepLearningExamples)" >&2
       return 1
     }

@@ -21,7 +21,7 @@
 # and the same for NVIDIA's scripts (wikiextractor, create_pretraining_data.py) from their per-core
 # rates measured here on slices (wikiextractor on 20 MB of the XML, Google's algorithm on 5 MB of the
 # text: scripts/bench/shards_peer.py, a stand-in faster than NVIDIA's script, with HF's Rust tokenizer
-# and no writing; with --dle-git, a git dir of NVIDIA/DeepLearningExamples (default $DLE_GIT), also
+# and no writing; with --dle-git, a clone of NVIDIA/DeepLearningExamples (default $DLE_GIT), also
 # NVIDIA's create_pretraining_data.py itself, unmodified, and the projection uses its rate).
 # A long measurement can be finished in parts on a shared machine: --stages runs some stages (a run
 # without wikiprep reads the documents a --keep 1 run left in DIR/<run>-docs), --append 1 keeps the

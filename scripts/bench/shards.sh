@@ -13,7 +13,7 @@
 # peer) back to back, so a drift in the machine's speed hits both sides of a ratio; a row is then the
 # run with the median CPU s, and the ratios are the medians of the N paired ratios, with their range
 # (DLPerf's median of 5 runs; on a shared 2-core machine one run's GPT ratio ranged 0.65–1.31).
-# With --dle-git (a git dir of NVIDIA/DeepLearningExamples; default $DLE_GIT, as the golden files'
+# With --dle-git (a clone of NVIDIA/DeepLearningExamples; default $DLE_GIT, as the golden files'
 # reproduce.sh) the slice also goes through NVIDIA's create_pretraining_data.py itself, unmodified
 # (its pure-Python tokenizer, h5py writing gzip 4): its CPU s beside ours, and its records checked
 # equal to ours with h5py. The stand-in above is the stronger peer (a Rust tokenizer, no writing).
