@@ -123,3 +123,14 @@ bench_nvidia_script() {
     echo "class ClientError(Exception): pass" >"$out/shims/botocore/exceptions.py"
   fi
 }
+
+# bench_nvidia_command VAR DIR VOCAB TEXT OUTPUT DUPE: sets the array VAR to the command that runs
+# the script bench_nvidia_script put in DIR with the golden files' arguments
+# (../shared/data/golden/README.md) at dupe factor DUPE, for /usr/bin/time or a benchmark's measure.
+bench_nvidia_command() {
+  local -n cmd=$1
+  # shellcheck disable=SC2034  # cmd names the caller's array
+  cmd=(env PYTHONPATH="$2/shims" .venv/bin/python "$2/create_pretraining_data.py" --vocab_file "$3"
+    --input_file "$4" --output_file "$5" --do_lower_case --max_seq_length 128 --max_predictions_per_seq 20
+    --masked_lm_prob 0.15 --random_seed 12345 --dupe_factor "$6" --short_seq_prob 0.1)
+}

@@ -170,11 +170,9 @@ EOF
     --vocab "$vocab" --dupe 5
   if [[ -n $dle_git ]]; then
     bench_nvidia_script "$dle_git" "$dir/nvidia"
-    # The golden files' arguments (../shared/data/golden/README.md) at dupe 5, as ours below.
-    measure peer "create_pretraining_data.py $peer_mb MB" "$dir/nvidia.hdf5" env PYTHONPATH="$dir/nvidia/shims" \
-      .venv/bin/python "$dir/nvidia/create_pretraining_data.py" --vocab_file "$vocab" --input_file "$dir/peer.txt" \
-      --output_file "$dir/nvidia.hdf5" --do_lower_case --max_seq_length 128 --max_predictions_per_seq 20 \
-      --masked_lm_prob 0.15 --random_seed 12345 --dupe_factor 5 --short_seq_prob 0.1
+    declare -a nvidia
+    bench_nvidia_command nvidia "$dir/nvidia" "$vocab" "$dir/peer.txt" "$dir/nvidia.hdf5" 5  # dupe 5, as ours below
+    measure peer "create_pretraining_data.py $peer_mb MB" "$dir/nvidia.hdf5" "${nvidia[@]}"
     rm -rf "$dir/nvidia.hdf5" "$dir/nvidia"
   fi
   measure peer "make-pretraining-shards $peer_mb MB" "$dir/peer-out" "$build/datagen/make-pretraining-shards" -i "$dir/peer.txt" \

@@ -117,11 +117,9 @@ print(f"ours_on_peer_slice 1 {(s['instances']) / s['seconds']:.1f} {s['seconds']
 PY
     if [[ -n $dle_git ]]; then
       echo "# NVIDIA's create_pretraining_data.py on $peer_mb MB" >&2
-      # The golden files' arguments (../shared/data/golden/README.md), at this run's dupe factor.
-      (cd "$dir/nvidia" && PYTHONPATH=$dir/nvidia/shims /usr/bin/time -f "%e %U %S %M" -o "$dir/nvidia.time" \
-        "$OLDPWD/.venv/bin/python" create_pretraining_data.py --vocab_file "$vocab" --input_file "$dir/peer.txt" \
-        --output_file "$dir/nvidia.hdf5" --do_lower_case --max_seq_length 128 --max_predictions_per_seq 20 \
-        --masked_lm_prob 0.15 --random_seed 12345 --dupe_factor "$dupe" --short_seq_prob 0.1 >"$dir/nvidia.log" 2>&1) || {
+      declare -a nvidia
+      bench_nvidia_command nvidia "$dir/nvidia" "$vocab" "$dir/peer.txt" "$dir/nvidia.hdf5" "$dupe"
+      /usr/bin/time -f "%e %U %S %M" -o "$dir/nvidia.time" "${nvidia[@]}" >"$dir/nvidia.log" 2>&1 || {
         echo "shards.sh: NVIDIA's create_pretraining_data.py failed; its output ends:" >&2
         tail -n 5 "$dir/nvidia.log" >&2
         exit 1
