@@ -1,4 +1,4 @@
-// Collectives over a group of ranks (DESIGN.md, "Processes"): ranks are the processes mpirun
+// Collectives over a group of ranks (docs/architecture.md, "Processes"): ranks are the processes mpirun
 // starts: the trainers' one per device, make-pretraining-shards' each a share of the preprocessing.
 // CPU tensors reduce over MPI. The trainer's world splits into the groups of the data × tensor ×
 // pipeline grid (trainer/parallel/grid.h), each a Communicator of its own.

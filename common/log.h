@@ -12,7 +12,6 @@ void set_log_level(LogLevel level);
 LogLevel log_level();
 void log_message(LogLevel level, const std::string& message);
 
-template <typename... Args> void log_debug(const Args&... a) { if (log_level() <= LogLevel::debug) log_message(LogLevel::debug, cat(a...)); }
 template <typename... Args> void log_info(const Args&... a) { if (log_level() <= LogLevel::info) log_message(LogLevel::info, cat(a...)); }
 template <typename... Args> void log_warn(const Args&... a) { if (log_level() <= LogLevel::warn) log_message(LogLevel::warn, cat(a...)); }
 template <typename... Args> void log_error(const Args&... a) { log_message(LogLevel::error, cat(a...)); }

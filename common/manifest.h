@@ -1,4 +1,4 @@
-// manifest.json beside every set of shards (DESIGN.md, "Manifest"): what the files are, what made
+// manifest.json beside every set of shards (docs/architecture.md, "Manifest"): what the files are, what made
 // them, and per shard its record count, size and xxh3. Readers verify what they rely on.
 #pragma once
 #include <cstdint>

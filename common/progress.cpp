@@ -35,8 +35,6 @@ void Progress::set(uint64_t done) {
   maybe_report(false);
 }
 
-void Progress::set_total(uint64_t total) { total_ = total; }
-
 void Progress::set_note(std::string note) {
   std::lock_guard lock(mutex_);
   note_ = std::move(note);

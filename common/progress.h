@@ -21,7 +21,6 @@ class Progress {
 
   void add(uint64_t n);           // done += n; redraws when due
   void set(uint64_t done);        // done = n
-  void set_total(uint64_t total);
   void set_note(std::string note);  // extra text after the figures ("12,345 pages")
   void finish();                  // final line, once
   uint64_t done() const { return done_; }

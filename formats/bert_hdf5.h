@@ -7,7 +7,7 @@
 //
 // gzip-compressed chunked datasets, created in that order, no attributes. Padding is 0.
 //
-// Packed shards (make-pretraining-shards --pack, DESIGN.md "BERT shards") hold up to max_pack
+// Packed shards (make-pretraining-shards --pack, docs/architecture.md "BERT shards") hold up to max_pack
 // instances per row, one after the other, and four more datasets after those six:
 //
 //   position_ids  int32 [N, seq_len]   each token's position within its instance (0 at each [CLS])

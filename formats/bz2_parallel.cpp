@@ -292,7 +292,6 @@ class Stitcher {
         dispatch(span, *piece);
       }
     }
-    piece->compressed_end_ = consumed_.load(std::memory_order_relaxed);
     return piece;
   }
 

@@ -60,7 +60,6 @@ class Bz2Piece {
   void check() const {
     if (error_) std::rethrow_exception(error_);
   }
-  uint64_t compressed_end() const { return compressed_end_; }  // input bytes behind this piece
   // Where this piece's input starts, in bits: a block's magic, or plain input's first byte × 8.
   // Ranges of one input are cut at the first non-empty piece starting at or after a byte.
   uint64_t compressed_begin_bit() const { return begin_bit_; }
@@ -70,7 +69,6 @@ class Bz2Piece {
   std::string decoded_;
   std::shared_ptr<const bz2_detail::Span> plain_;  // passthrough bytes, not copied
   std::exception_ptr error_;
-  uint64_t compressed_end_ = 0;
   uint64_t begin_bit_ = 0;
 };
 

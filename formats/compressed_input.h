@@ -1,4 +1,4 @@
-// Compressed input: the one place that decodes the files the tools read (DESIGN.md, formats/).
+// Compressed input: the one place that decodes the files the tools read (docs/architecture.md, formats/).
 //
 //   open_byte_source(path, compression)   plain, gzip (single or multi-member), zstd (single or
 //                                         multi-frame) or bz2 (single or multistream), picked by

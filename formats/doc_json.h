@@ -1,4 +1,4 @@
-// One document as one JSON line, the record of document shards (DESIGN.md, "Documents") and of
+// One document as one JSON line, the record of document shards (docs/architecture.md, "Documents") and of
 // wikiextractor's `--json` output: {"id":…,"url":…,"title":…,"text":…}. Writing escapes by hand
 // (fast, and the bytes of written shards are fixed); reading goes through nlohmann-json's SAX
 // parser, after a pre-pass that repairs what nlohmann would refuse but we accept and takes the

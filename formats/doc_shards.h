@@ -1,4 +1,4 @@
-// Document shards (DESIGN.md, "Documents"): zstd-compressed JSON Lines, one document per line with
+// Document shards (docs/architecture.md, "Documents"): zstd-compressed JSON Lines, one document per line with
 // the string fields of wikiextractor's `--json` output (`id`, `url`, `title`, `text`), split by size
 // into docs-00000.jsonl.zst, docs-00001.jsonl.zst, … and listed in manifest.json (kFormatDocs).
 // wikiprep writes them; make-pretraining-shards and train-tokenizer read them, and also read

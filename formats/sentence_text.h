@@ -1,5 +1,5 @@
 // Google BERT's sentence text: the input of create_pretraining_data.py and the output of
-// `wikiprep --format sentences` (DESIGN.md, "Documents"). One sentence per line, a blank line
+// `wikiprep --format sentences` (docs/architecture.md, "Documents"). One sentence per line, a blank line
 // after each document; UTF-8.
 //
 //   SentenceTextReader   a file's lines as Python's universal-newline readline() reads them (\n,

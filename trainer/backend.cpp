@@ -116,8 +116,6 @@ void synchronize(const Device& d) {
   if (d.cuda) cuda::synchronize(d);
 }
 
-size_t device_memory_used(const Device& d) { return d.cuda ? cuda::memory_used(d) : 0; }
-
 void gemm(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
           const GemmEpilogue& epilogue) {

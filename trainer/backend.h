@@ -45,8 +45,6 @@ void device_zero(const Device& d, void* p, size_t bytes);
 void copy_to_device(const Device& d, void* dst, const void* src, size_t bytes);
 void copy_to_host(const Device& d, void* dst, const void* src, size_t bytes);
 void synchronize(const Device& d);
-// Bytes of device memory in use by this process (CUDA: cudaMemGetInfo; CPU: 0).
-size_t device_memory_used(const Device& d);
 // Bytes this process holds through device_alloc (on either backend), now and at most so far: the
 // arenas the trainer allocated, what --plan predicts (the CUDA context and the cuBLASLt workspace
 // are not in it).

@@ -226,12 +226,6 @@ void copy_to_host(const Device& d, void* dst, const void* src, size_t bytes) {
 
 void synchronize(const Device& d) { check(cudaStreamSynchronize(stream_of(d)), "cudaStreamSynchronize"); }
 
-size_t memory_used(const Device&) {
-  size_t free_bytes = 0, total = 0;
-  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return 0;
-  return total - free_bytes;
-}
-
 void gemm_batched(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* A, int64_t lda, int64_t sa, const float* B, int64_t ldb, int64_t sb,
                   float beta, float* C, int64_t ldc, int64_t sc, int64_t batch) {

@@ -17,7 +17,6 @@ void zero(const Device& d, void* p, size_t bytes);
 void copy_to_device(const Device& d, void* dst, const void* src, size_t bytes);
 void copy_to_host(const Device& d, void* dst, const void* src, size_t bytes);
 void synchronize(const Device& d);
-size_t memory_used(const Device& d);
 void gemm_batched(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* A, int64_t lda, int64_t sa, const float* B, int64_t ldb, int64_t sb,
                   float beta, float* C, int64_t ldc, int64_t sc, int64_t batch);

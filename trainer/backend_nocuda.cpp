@@ -17,7 +17,6 @@ void zero(const Device&, void*, size_t) { unavailable(); }
 void copy_to_device(const Device&, void*, const void*, size_t) { unavailable(); }
 void copy_to_host(const Device&, void*, const void*, size_t) { unavailable(); }
 void synchronize(const Device&) { unavailable(); }
-size_t memory_used(const Device&) { return 0; }
 void gemm_batched(const Device&, bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
                   int64_t, const float*, int64_t, int64_t, float, float*, int64_t, int64_t, int64_t) {
   unavailable();

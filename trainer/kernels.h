@@ -1,4 +1,4 @@
-// Every non-GEMM op of the trainer, written once (DESIGN.md, "Kernels"). An op is a small struct of
+// Every non-GEMM op of the trainer, written once (docs/architecture.md, "Kernels"). An op is a small struct of
 // pointers and sizes with `operator()(i)` for one index of its range: an element, a row, or a
 // (chunk of rows, column) pair. The CPU backend calls it from a oneTBB parallel_for, the CUDA backend from a
 // grid-stride kernel (trainer/backend_cuda.cu). How each is checked: the arithmetic ops (LayerNorm,
@@ -36,7 +36,6 @@ inline constexpr int64_t kReduceChunk = 1 << 14;  // elements per partial sum of
 inline constexpr float kMaskedScore = -10000.0f;  // Google BERT's additive attention mask
 
 PRETRAIN_HD inline int64_t row_chunks(int64_t N) { return (N + kRowChunk - 1) / kRowChunk; }
-PRETRAIN_HD inline int64_t reduce_chunks(int64_t n) { return (n + kReduceChunk - 1) / kReduceChunk; }
 
 // ---------------------------------------------------------------- column reductions
 // Pass 2 of every column reduction: index c (of C): out[c] += Σ_k partial[k·C + c], k in order.

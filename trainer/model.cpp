@@ -590,12 +590,6 @@ void Model::lay_out(bool allocate) {
 
 Model::~Model() = default;
 
-int64_t Model::local_layer(int64_t l) const {
-  for (size_t i = 0; i < layers_.size(); ++i)
-    if (layers_[i] == l) return int64_t(i);
-  throw Error(cat("model: layer ", l, " is not on this rank"));
-}
-
 const ParamInfo& Model::param(const std::string& name) const {
   for (const ParamInfo& p : params_)
     if (p.name == name) return p;

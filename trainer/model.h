@@ -201,7 +201,6 @@ class Model {
   size_t activation_bytes() const;  // of the current plan (after the first step)
   // GPT: rows of logits the LM head computes at once (0: as many as fit 512 MiB).
   void set_lm_head_rows(int64_t rows);
-  size_t parameter_bytes() const { return size_t(num_params_) * sizeof(float); }
   // Activation bytes a plan for B × T (P predictions, K NSP slots per row) with these slots per chunk
   // would take, without allocating anything (what --plan prints).
   size_t planned_activation_bytes(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots, int64_t K = 1) const;
@@ -244,7 +243,6 @@ class Model {
   std::vector<int64_t> layers_;  // the global layer indices this rank holds, chunk by chunk
   std::vector<std::pair<int64_t, int64_t>> layer_range_;
   std::pair<int64_t, int64_t> embed_range_{0, 0}, head_range_{0, 0};
-  int64_t local_layer(int64_t l) const;
   void notify(int64_t begin, int64_t end) const {
     if (grads_ready_ && end > begin) grads_ready_(begin, end);
   }

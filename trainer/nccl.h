@@ -1,4 +1,4 @@
-// The communicator for CUDA tensors (DESIGN.md: NCCL for CUDA tensors, its unique id broadcast
+// The communicator for CUDA tensors (docs/architecture.md: NCCL for CUDA tensors, its unique id broadcast
 // over MPI). One per process and device, over the same ranks as a Communicator; operations run on
 // the device's stream. Only a CUDA build has it (trainer/nccl_cuda.cu); elsewhere create() says so.
 #pragma once

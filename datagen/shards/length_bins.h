@@ -4,7 +4,7 @@
 // bins; an instance of n tokens ([CLS] A [SEP] B [SEP]) goes to bin (n − 1) / bin_size, whose
 // shards are padded to (bin + 1) · bin_size.
 //
-// On disk (DESIGN.md, "BERT shards"): each non-empty bin is a plain NVIDIA-layout shard set with
+// On disk (docs/architecture.md, "BERT shards"): each non-empty bin is a plain NVIDIA-layout shard set with
 // its own manifest in <split>/bin-NN/ (h5py, NVIDIA's reader and `shard-tool verify` read it as
 // any other), and the split's manifest.json has format "bert-hdf5-binned" and lists the bins:
 // extra.bin_size and extra.bins = [{dir, bin, max_length, records, shards}]. Without --bin-size

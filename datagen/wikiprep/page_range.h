@@ -1,4 +1,4 @@
-// One rank's share of a dump under `mpirun wikiprep` (DESIGN.md: "the ranks of wikiprep … share
+// One rank's share of a dump under `mpirun wikiprep` (docs/architecture.md: "the ranks of wikiprep … share
 // the work over a common filesystem and produce the bytes one process would").
 //
 // Ranks read consecutive byte ranges of the dump (Bz2ReaderOptions::start_byte: a bz2 range starts

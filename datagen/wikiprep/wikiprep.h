@@ -1,5 +1,5 @@
 // wikiprep: a MediaWiki dump (.xml.bz2 single- or multistream, plain .xml, or "-" for stdin) →
-// clean documents in size-rotated shards with a manifest (DESIGN.md, "Documents").
+// clean documents in size-rotated shards with a manifest (docs/architecture.md, "Documents").
 //
 //   format jsonl:      docs-00000.jsonl.zst …  {"id","url","title","text"} per line (DocShardWriter)
 //   format sentences:  sentences-00000.txt …   Google BERT's input: one sentence per line, a blank

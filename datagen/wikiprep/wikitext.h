@@ -1,4 +1,4 @@
-// Wikitext → clean text, the converter wikiprep runs on every article (DESIGN.md, "Documents").
+// Wikitext → clean text, the converter wikiprep runs on every article (docs/architecture.md, "Documents").
 //
 // What goes: templates and parser functions (nested, {{ }} and {{{ }}}), tables ({| |} and
 // <table>, nested), <ref> (both forms), comments (also unterminated), <math>, <gallery>,

@@ -1,13 +1,10 @@
 #include "datagen/wikiprep/xml_pages.h"
 
 #include <expat.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <strings.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <exception>
 
@@ -391,32 +388,7 @@ void XmlPageReader::finish() {
 
 const SiteInfo& XmlPageReader::siteinfo() const { return state_->builder.site(); }
 uint64_t XmlPageReader::pages() const { return state_->handed_out; }
-uint64_t XmlPageReader::bytes_fed() const { return state_->fed; }
 const std::string& XmlPageReader::encoding() const { return state_->encoding; }
 const std::vector<std::string>& XmlPageReader::warnings() const { return state_->warnings; }
-
-SiteInfo for_each_page(const std::string& path, const XmlPageReader::PageCallback& on_page) {
-  bool use_stdin = path == "-";
-  int fd = use_stdin ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_errno("cannot open", path);
-  struct Closer {
-    int fd;
-    bool owned;
-    ~Closer() {
-      if (owned) ::close(fd);
-    }
-  } closer{fd, !use_stdin};
-  XmlPageReader reader(use_stdin ? "<stdin>" : path, on_page);
-  std::vector<char> buffer(size_t{4} << 20);
-  for (;;) {
-    ssize_t n = ::read(fd, buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_errno("cannot read", path);
-    if (n == 0) break;
-    reader.feed(buffer.data(), static_cast<size_t>(n));
-  }
-  reader.finish();
-  return reader.siteinfo();
-}
 
 }  // namespace pretrain

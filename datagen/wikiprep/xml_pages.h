@@ -86,7 +86,6 @@ class XmlPageReader {
 
   const SiteInfo& siteinfo() const;
   uint64_t pages() const;                             // handed out so far
-  uint64_t bytes_fed() const;
   const std::string& encoding() const;                // "UTF-8", "UTF-16LE" or "UTF-16BE"
   const std::vector<std::string>& warnings() const;  // also logged with log_warn
 
@@ -94,9 +93,5 @@ class XmlPageReader {
   struct State;
   std::unique_ptr<State> state_;
 };
-
-// Reads a plain (uncompressed) XML file, or stdin for "-", through XmlPageReader. Returns the
-// siteinfo; warnings go to the log.
-SiteInfo for_each_page(const std::string& path, const XmlPageReader::PageCallback& on_page);
 
 }  // namespace pretrain

@@ -1,5 +1,5 @@
 // What the groups of the grid add to a step's gradients after the backward pass, and data
-// parallel's part around the optimizer (DESIGN.md, "Processes"):
+// parallel's part around the optimizer (docs/architecture.md, "Processes"):
 //  - the tensor group: under sequence parallelism the LayerNorms' gradients are partial sums over
 //    the rows each rank saw; the pipeline's first and last stage: the tied word embeddings' two
 //    gradients, summed where the math needs it;

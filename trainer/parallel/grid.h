@@ -1,4 +1,4 @@
-// The data × tensor × pipeline grid of ranks (DESIGN.md, "Processes"; Megatron-LM's
+// The data × tensor × pipeline grid of ranks (docs/architecture.md, "Processes"; Megatron-LM's
 // core/parallel_state.py): every rank's coordinates and the groups it belongs to, each a
 // sub-communicator of the world. Megatron's default order: tensor fastest, then data, then
 // pipeline, so a tensor group is consecutive ranks and stays inside a node.
