@@ -1,6 +1,8 @@
 #include "common/json_integer.h"
 #include "common/manifest.h"
 
+#include <type_traits>
+
 #include "common/error.h"
 #include "common/file.h"
 #include "common/hash.h"
@@ -9,16 +11,74 @@ namespace pretrain {
 
 using nlohmann::json;
 
+namespace {
+
+json tokenizer_to_json(const TokenizerInfo& t) {
+  json tok;
+  tok["kind"] = t.kind;
+  tok["vocab_hash"] = t.vocab_hash;
+  tok["vocab_size"] = t.vocab_size;
+  tok["special_ids"] = t.special_ids;
+  if (!t.has_record()) return tok;
+  json files = json::array();
+  for (const TokenizerFile& f : t.files)
+    files.push_back({{"role", f.role}, {"path", f.path}, {"bytes", f.bytes}, {"xxh3", f.xxh3}});
+  tok["files"] = files;
+  tok["options"] = t.options;
+  tok["casing"] = {{"lowercase", t.casing.lowercase},
+                   {"strip_accents", t.casing.strip_accents ? json(*t.casing.strip_accents) : json(nullptr)}};
+  json specials = json::object();
+  for (const auto& [role, s] : t.special_tokens) specials[role] = {{"id", s.id}, {"token", s.token}};
+  tok["special_tokens"] = specials;
+  return tok;
+}
+
+// obj[name] as a T, or an Error naming where.name and what it found.
+template <typename T>
+T record_field(const json& obj, const char* name, const std::string& where) {
+  if (!obj.is_object() || !obj.contains(name)) throw Error(cat("expected field '", name, "' in ", where));
+  const json& v = obj.at(name);
+  try {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return json_integer<T>(v);
+    else return v.get<T>();
+  } catch (const json::exception& e) {
+    throw Error(cat(where, ".", name, ": ", e.what()));
+  }
+}
+
+// The record's fields of the manifest's "tokenizer" object t (which has "files") into info.
+// Throws Error saying what is wrong.
+void read_tokenizer_record(const json& t, TokenizerInfo& info) {
+  const json& files = t.at("files");
+  if (!files.is_array() || files.empty()) throw Error("expected tokenizer.files to be a list of at least one file");
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string where = cat("tokenizer.files[", i, "]");
+    TokenizerFile f{record_field<std::string>(files[i], "role", where), record_field<std::string>(files[i], "path", where),
+                    record_field<uint64_t>(files[i], "bytes", where), record_field<std::string>(files[i], "xxh3", where)};
+    if (f.path.empty()) throw Error(cat("expected a path in ", where));
+    info.files.push_back(std::move(f));
+  }
+  info.options = record_field<json>(t, "options", "tokenizer");
+  if (!info.options.is_object()) throw Error("expected tokenizer.options to be an object");
+  const json casing = record_field<json>(t, "casing", "tokenizer");
+  info.casing.lowercase = record_field<bool>(casing, "lowercase", "tokenizer.casing");
+  if (!record_field<json>(casing, "strip_accents", "tokenizer.casing").is_null())
+    info.casing.strip_accents = record_field<bool>(casing, "strip_accents", "tokenizer.casing");
+  const json specials = record_field<json>(t, "special_tokens", "tokenizer");
+  if (!specials.is_object()) throw Error("expected tokenizer.special_tokens to be an object");
+  for (const auto& [role, s] : specials.items()) {
+    const std::string where = cat("tokenizer.special_tokens.", role);
+    info.special_tokens[role] = {record_field<int64_t>(s, "id", where), record_field<std::string>(s, "token", where)};
+  }
+}
+
+}  // namespace
+
 json Manifest::to_json() const {
   json j;
   j["format"] = format;
   j["version"] = version;
-  json tok;
-  tok["kind"] = tokenizer.kind;
-  tok["vocab_hash"] = tokenizer.vocab_hash;
-  tok["vocab_size"] = tokenizer.vocab_size;
-  tok["special_ids"] = tokenizer.special_ids;
-  j["tokenizer"] = tok;
+  j["tokenizer"] = tokenizer_to_json(tokenizer);
   j["seq_len"] = seq_len;
   j["max_predictions"] = max_predictions;
   j["created_by"] = {{"tool", tool}, {"args", args}};
@@ -55,6 +115,20 @@ Manifest Manifest::from_json(const json& j, const std::string& source) {
       m.tokenizer.vocab_hash = t.value("vocab_hash", "");
       m.tokenizer.vocab_size = json_integer_or<int64_t>(t, "vocab_size", 0);
       if (t.contains("special_ids")) m.tokenizer.special_ids = json_integer_map<int64_t>(t["special_ids"]);
+      if (t.contains("files")) {
+        TokenizerInfo record;
+        try {
+          read_tokenizer_record(t, record);
+          m.tokenizer.files = std::move(record.files);
+          m.tokenizer.options = std::move(record.options);
+          m.tokenizer.casing = record.casing;
+          m.tokenizer.special_tokens = std::move(record.special_tokens);
+        } catch (const Error& e) {
+          m.tokenizer.record_error = e.what();
+        } catch (const json::exception& e) {
+          m.tokenizer.record_error = e.what();
+        }
+      }
     }
     m.seq_len = json_integer_or<int64_t>(j, "seq_len", 0);
     m.max_predictions = json_integer_or<int64_t>(j, "max_predictions", 0);

@@ -22,11 +22,48 @@ inline constexpr const char* kFormatLlmc = "llmc";             // llm.c token .b
 inline constexpr const char* kFormatCheckpoint = "checkpoint";  // a trainer checkpoint's files (trainer/checkpoint.h)
 inline constexpr int kManifestVersion = 1;
 
+// One file a tokenizer was loaded from.
+struct TokenizerFile {
+  // "vocab" (vocab.txt; GPT-2's encoder.json / vocab.json), "merges" (vocab.bpe / merges.txt),
+  // "tokenizer.json" (HF's) or "model" (SentencePiece's .model).
+  std::string role;
+  std::string path;  // as make-pretraining-shards was given it (relative to where it ran)
+  uint64_t bytes = 0;
+  std::string xxh3;  // hex64 of the file
+};
+
+// Whether a tokenizer folds the text before its model: HF's do_lower_case and strip_accents.
+struct TokenizerCasing {
+  bool lowercase = false;
+  std::optional<bool> strip_accents;  // unset: not known (HF then follows lowercase)
+};
+
+struct SpecialToken {
+  int64_t id = 0;
+  std::string token;  // as the vocabulary spells it: "[CLS]", "<|endoftext|>", "</s>"
+};
+
+// The tokenizer that made a set of shards. Besides what every reader checks (kind, hash, size,
+// special ids), its record says all that is needed to load it again and to write it out for
+// another library (--export) without reading the command line that made the shards: its files,
+// the options it was loaded with, its casing and its special tokens. Manifests written before
+// the record have none of it (files empty).
 struct TokenizerInfo {
   std::string kind;        // wordpiece | bpe | sentencepiece; empty: not tokenized
   std::string vocab_hash;  // xxh3 of the vocabulary file(s)
   int64_t vocab_size = 0;
   std::map<std::string, int64_t> special_ids;  // "[CLS]" → 101, "eod" → 50256, …
+  // The record.
+  std::vector<TokenizerFile> files;  // in load order (BPE: vocab, then merges)
+  // The load options that change ids (tokenizer/tokenizer.h: tokenizer_options_to_json).
+  nlohmann::json options = nlohmann::json::object();
+  TokenizerCasing casing;
+  std::map<std::string, SpecialToken> special_tokens;  // role ("cls", "eod", "unk", …) → id and token
+  // Set by Manifest::from_json when the manifest has a record that cannot be read (a field
+  // missing or of the wrong type): what is wrong. The record's fields are then left empty; the
+  // rest of the manifest is read as usual, since only --export needs the record.
+  std::string record_error;
+  bool has_record() const { return !files.empty(); }
 };
 
 struct ShardEntry {

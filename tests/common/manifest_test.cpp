@@ -1,10 +1,13 @@
 // common/manifest.h: manifest.json round trips, verification of the shards it lists, malformed
-// input named.
+// input named, and the tokenizer record (files, options, casing, special tokens).
 #include "common/manifest.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "common/file.h"
@@ -79,6 +82,104 @@ TEST(Manifest, MalformedInputNamesTheProblem) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("m.json: malformed manifest:"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("but is 1e+30"), std::string::npos) << e.what();
+  }
+}
+
+// The tokenizer record as make-pretraining-shards writes it (docs/formats.md, "Manifest").
+TokenizerInfo gpt2_record() {
+  TokenizerInfo t;
+  t.kind = "bpe";
+  t.vocab_hash = "1111222233334444";
+  t.vocab_size = 50257;
+  t.special_ids = {{"eod", 50256}};
+  t.files = {{"vocab", "vocab/gpt2-encoder.json", 1042301, "0123456789abcdef"},
+             {"merges", "vocab/gpt2-vocab.bpe", 456318, "fedcba9876543210"}};
+  t.options = {{"lowercase", nullptr}, {"python_compat", false}, {"max_input_chars_per_word", 100}};
+  t.casing = {.lowercase = false, .strip_accents = false};
+  t.special_tokens = {{"eod", {50256, "<|endoftext|>"}}};
+  return t;
+}
+
+TEST(Manifest, TheTokenizerRecordRoundTrips) {
+  Manifest m;
+  m.format = kFormatMegatron;
+  m.tokenizer = gpt2_record();
+  const nlohmann::json j = m.to_json();
+  const nlohmann::json& t = j["tokenizer"];
+  // The shape other readers rely on: the old fields where they were, the record beside them.
+  EXPECT_EQ(t["kind"], "bpe");
+  EXPECT_EQ(t["vocab_hash"], "1111222233334444");
+  EXPECT_EQ(t["special_ids"]["eod"], 50256);
+  EXPECT_EQ(t["files"][1], nlohmann::json({{"role", "merges"}, {"path", "vocab/gpt2-vocab.bpe"}, {"bytes", 456318},
+                                           {"xxh3", "fedcba9876543210"}}));
+  EXPECT_EQ(t["casing"], nlohmann::json({{"lowercase", false}, {"strip_accents", false}}));
+  EXPECT_EQ(t["special_tokens"]["eod"], nlohmann::json({{"id", 50256}, {"token", "<|endoftext|>"}}));
+  EXPECT_TRUE(t["options"]["lowercase"].is_null());
+
+  const Manifest r = Manifest::from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(r.to_json(), j);
+  ASSERT_TRUE(r.tokenizer.has_record());
+  EXPECT_EQ(r.tokenizer.record_error, "");
+  ASSERT_EQ(r.tokenizer.files.size(), 2u);
+  EXPECT_EQ(r.tokenizer.files[0].path, "vocab/gpt2-encoder.json");
+  EXPECT_EQ(r.tokenizer.files[0].bytes, 1042301u);
+  EXPECT_EQ(r.tokenizer.files[1].role, "merges");
+  EXPECT_EQ(r.tokenizer.special_tokens.at("eod").token, "<|endoftext|>");
+  EXPECT_EQ(r.tokenizer.options, m.tokenizer.options);
+
+  // Unknown casing (a tokenizer that could not be probed) is null, and comes back unset.
+  m.tokenizer.casing = {.lowercase = true, .strip_accents = std::nullopt};
+  const Manifest unknown = Manifest::from_json(m.to_json());
+  EXPECT_TRUE(m.to_json()["tokenizer"]["casing"]["strip_accents"].is_null());
+  EXPECT_TRUE(unknown.tokenizer.casing.lowercase);
+  EXPECT_FALSE(unknown.tokenizer.casing.strip_accents.has_value());
+}
+
+// A manifest without the record (written before it, or of documents, which have no tokenizer)
+// reads as before and is written back without one.
+TEST(Manifest, AManifestWithoutTheRecordStaysWithout) {
+  const auto j = nlohmann::json::parse(R"({"format":"bert-hdf5","version":1,"shards":[],
+      "tokenizer":{"kind":"wordpiece","vocab_hash":"abcd","vocab_size":10,"special_ids":{"cls":2}}})");
+  const Manifest m = Manifest::from_json(j);
+  EXPECT_FALSE(m.tokenizer.has_record());
+  EXPECT_EQ(m.tokenizer.record_error, "");
+  EXPECT_EQ(m.tokenizer.special_ids.at("cls"), 2);
+  EXPECT_EQ(m.to_json()["tokenizer"], j["tokenizer"]);
+  Manifest docs;
+  docs.format = kFormatDocs;
+  EXPECT_FALSE(docs.to_json()["tokenizer"].contains("files"));
+}
+
+// A damaged record does not make the manifest unreadable (the loader needs none of it): the rest
+// is read, the record is left empty, and record_error says what is wrong.
+TEST(Manifest, ADamagedTokenizerRecordIsNamedNotFatal) {
+  Manifest m;
+  m.format = kFormatMegatron;
+  m.tokenizer = gpt2_record();
+  const nlohmann::json good = m.to_json();
+  const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> damages = {
+      {"tokenizer.files", [](nlohmann::json& t) { t["files"] = nlohmann::json::object(); }},
+      {"tokenizer.files", [](nlohmann::json& t) { t["files"] = nlohmann::json::array(); }},
+      {"tokenizer.files[1].bytes", [](nlohmann::json& t) { t["files"][1]["bytes"] = -1; }},
+      {"'xxh3' in tokenizer.files[0]", [](nlohmann::json& t) { t["files"][0].erase("xxh3"); }},
+      {"a path in tokenizer.files[0]", [](nlohmann::json& t) { t["files"][0]["path"] = ""; }},
+      {"'options' in tokenizer", [](nlohmann::json& t) { t.erase("options"); }},
+      {"tokenizer.options to be an object", [](nlohmann::json& t) { t["options"] = "lowercase"; }},
+      {"tokenizer.casing.strip_accents", [](nlohmann::json& t) { t["casing"]["strip_accents"] = "no"; }},
+      {"'lowercase' in tokenizer.casing", [](nlohmann::json& t) { t["casing"] = nlohmann::json::array(); }},
+      {"tokenizer.special_tokens.eod.token", [](nlohmann::json& t) { t["special_tokens"]["eod"]["token"] = 3; }},
+      {"tokenizer.special_tokens to be an object", [](nlohmann::json& t) { t["special_tokens"] = 1; }},
+  };
+  for (const auto& [says, damage] : damages) {
+    nlohmann::json j = good;
+    damage(j["tokenizer"]);
+    Manifest r;
+    ASSERT_NO_THROW(r = Manifest::from_json(j)) << says;
+    EXPECT_NE(r.tokenizer.record_error.find(says), std::string::npos) << says << ": " << r.tokenizer.record_error;
+    EXPECT_FALSE(r.tokenizer.has_record()) << says;
+    EXPECT_TRUE(r.tokenizer.special_tokens.empty()) << says;
+    EXPECT_EQ(r.tokenizer.vocab_hash, "1111222233334444") << says;  // the rest as written
+    EXPECT_EQ(r.format, kFormatMegatron) << says;
   }
 }
 
