@@ -1,4 +1,4 @@
-# `cmake --install build --prefix P`: the tools (each folder's install(TARGETS <tool>)), and the
+# `cmake --install build --prefix P`: the tools (each folder's pretrain_install_tool(<tool>)), and the
 # libraries as a package other projects consume:
 #   P/include/pretrain/<folder>/*.h            headers, included as "loader/loader.h" (as in-tree)
 #   P/lib/libpretrain_<component>.a
@@ -13,6 +13,15 @@ include(CMakePackageConfigHelpers)
 set(PRETRAIN_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/pretrain)
 set(PRETRAIN_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/pretrain)
 set_property(GLOBAL PROPERTY PRETRAIN_COMPONENTS "")
+
+# Every command users type, as one target: scripts/demo.sh builds `pretrain_tools pretrain_python`,
+# so a new tool is in the demo's build without anyone editing the demo's target list.
+add_custom_target(pretrain_tools)
+# pretrain_install_tool(<target>): a command, installed into bin/ and built by pretrain_tools.
+function(pretrain_install_tool target)
+  install(TARGETS ${target})
+  add_dependencies(pretrain_tools ${target})
+endfunction()
 
 # pretrain_install_library(<component> <folder> "<description>" [INTERNAL_HEADERS h...])
 # Installs pretrain_<component> as pretrain::<component> (an alias of that name works in-tree

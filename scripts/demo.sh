@@ -32,9 +32,9 @@ step() { printf '\n== %s\n' "$*"; }
 step "dependencies"
 scripts/setup_deps.sh
 step "build"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$(nproc)" --target shard-tool wikiprep train-tokenizer tokenize make-pretraining-shards \
-  pretrain_loader_python bert_pretrain gpt_pretrain
+# The configuration scripts/test.sh uses, so that it reuses this build (PRETRAIN_WERROR: CI sets ON).
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPRETRAIN_WERROR="${PRETRAIN_WERROR:-OFF}" >/dev/null
+cmake --build build -j "$(nproc)" --target pretrain_tools pretrain_python
 bin=$root/build
 
 rm -rf "$out"

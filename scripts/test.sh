@@ -11,10 +11,12 @@
 #   PRETRAIN_FUZZ_SEED    libFuzzer seed of the smoke run (default 1, so a failure reproduces)
 #   PRETRAIN_SKIP_ASAN=1  skip the ASan build (local iteration only; CI runs it)
 #   PRETRAIN_SKIP_TSAN=1  skip the TSan build of the loader tests (local iteration only)
+#   PRETRAIN_WERROR=ON    warnings are errors (CI sets it; scripts/demo.sh configures build/ the same way)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 jobs=${PRETRAIN_JOBS:-$(nproc)}
+werror=${PRETRAIN_WERROR:-OFF}
 export PRETRAIN_SHARED_DATA=${PRETRAIN_SHARED_DATA:-$root/../shared/data}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 started=$SECONDS
@@ -24,7 +26,7 @@ step "dependencies"
 scripts/setup_deps.sh
 
 step "configure and build (build/, Release: what users build)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPRETRAIN_WERROR=ON >build.configure.log 2>&1 || { cat build.configure.log; exit 1; }
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPRETRAIN_WERROR="$werror" >build.configure.log 2>&1 || { cat build.configure.log; exit 1; }
 grep -E "CUDA backend" build.configure.log || true
 cmake --build build -j "$jobs"
 
@@ -37,7 +39,7 @@ line_tables=(-DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1)
 
 if [[ "${PRETRAIN_SKIP_ASAN:-0}" != 1 ]]; then
   step "unit tests under ASan+UBSan (build-asan/)"
-  asan_config=(-DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" -DPRETRAIN_SANITIZE=ON -DPRETRAIN_CUDA=OFF -DPRETRAIN_WERROR=ON)
+  asan_config=(-DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" -DPRETRAIN_SANITIZE=ON -DPRETRAIN_CUDA=OFF -DPRETRAIN_WERROR="$werror")
   asan_cc=()
   if command -v clang++ >/dev/null; then
     asan_cc=(CC=clang CXX=clang++)
@@ -57,7 +59,7 @@ if [[ "${PRETRAIN_SKIP_TSAN:-0}" != 1 ]]; then
   # Debian's oneTBB is not instrumented, so tests/tsan.supp drops reports whose stacks pass
   # through libtbb; everything our own threads hand over is checked.
   step "loader tests under ThreadSanitizer (build-tsan/)"
-  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" -DPRETRAIN_TSAN=ON -DPRETRAIN_CUDA=OFF -DPRETRAIN_WERROR=ON \
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" -DPRETRAIN_TSAN=ON -DPRETRAIN_CUDA=OFF -DPRETRAIN_WERROR="$werror" \
     >build-tsan.configure.log 2>&1 || { cat build-tsan.configure.log; exit 1; }
   cmake --build build-tsan -j "$jobs" --target pretrain_tsan_tests
   TSAN_OPTIONS="suppressions=$root/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \

@@ -12,7 +12,7 @@ the loader closed, and a new one restored from the state: the run goes on with e
 an uninterrupted run gets, which the script checks against the old loader's next batch.
 
 Prints "step N loss X" per step, then a JSON summary line. Needs the package installed (pip install .)
-or built (cmake --build build --target pretrain_loader_python) and python3 with torch (Debian's python3-torch).
+or built (cmake --build build --target pretrain_python) and python3 with torch (Debian's python3-torch).
 """
 import argparse
 import json
