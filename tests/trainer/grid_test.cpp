@@ -1,6 +1,6 @@
 // The grid's arithmetic (trainer/parallel/grid.h) without MPI: Megatron's rank order (tensor
 // fastest, then data, then pipeline), the data-parallel size and its refusals, and which layers a
-// rank holds. The groups themselves are split over real ranks in parallel_layers_mpi_test.cpp and
+// rank holds. The groups themselves are split over real ranks in layers_mpi_test.cpp and
 // the 3D end-to-end tests.
 #include "trainer/parallel/grid.h"
 

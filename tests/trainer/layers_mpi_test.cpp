@@ -19,7 +19,7 @@
 #include "trainer/parallel/layers.h"
 #include "trainer/parallel/tensor_group.h"
 
-namespace pretrain {
+namespace pretrain::layers_mpi_test {
 namespace {
 
 using Floats = std::vector<float>;
@@ -267,4 +267,4 @@ INSTANTIATE_TEST_SUITE_P(TensorSizes, ParallelLayers,
                          });
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::layers_mpi_test
