@@ -160,6 +160,8 @@ class BpeTokenizer final : public Tokenizer {
   }
 
   std::string_view kind() const override { return "bpe"; }
+  // Byte-level BPE has no normalizer: the text's bytes reach the model unchanged.
+  TokenizerCasing casing() const override { return {.lowercase = false, .strip_accents = false}; }
 
   void encode_into(std::string_view text, std::vector<TokenId>& ids) const override {
     std::string repaired;

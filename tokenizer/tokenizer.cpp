@@ -7,7 +7,9 @@
 #include <tbb/parallel_for.h>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "common/hash.h"
+#include "common/json_integer.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/sentencepiece.h"
 #include "tokenizer/tokenizer_json.h"
@@ -62,18 +64,87 @@ std::vector<std::vector<TokenId>> Tokenizer::encode_batch(std::span<const std::s
   return encode_batch(std::span<const std::string_view>(views), add_special_tokens);
 }
 
+namespace {
+
+// The first vocabulary entry of lowercase ASCII letters only (holding `letter` when given).
+std::optional<std::string> plain_word(const Tokenizer& tok, char letter = 0) {
+  for (int64_t id = 0; id < tok.vocab_size(); ++id) {
+    const std::string t = tok.id_to_token(TokenId(id));
+    const bool plain = !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+    if (plain && (!letter || t.find(letter) != std::string::npos)) return t;
+  }
+  return std::nullopt;
+}
+
+bool folds(const Tokenizer& tok, std::string_view a, std::string_view b) { return tok.encode(a) == tok.encode(b); }
+
+}  // namespace
+
+TokenizerCasing Tokenizer::casing() const {
+  TokenizerCasing casing;
+  const std::string word = plain_word(*this).value_or("abcdefghijklmnopqrstuvwxyz");
+  std::string upper = word;
+  for (char& c : upper) c = char(c - 'a' + 'A');
+  casing.lowercase = folds(*this, upper, word);
+  if (const std::optional<std::string> e_word = plain_word(*this, 'e')) {
+    std::string accented = *e_word;
+    accented.replace(accented.find('e'), 1, "\xc3\xa9");  // é
+    casing.strip_accents = folds(*this, accented, *e_word);
+  }
+  return casing;
+}
+
 TokenizerInfo Tokenizer::info() const {
-  TokenizerInfo info;
+  TokenizerInfo info = loaded_;
   info.kind = std::string(kind());
-  info.vocab_hash = vocab_hash_;
   info.vocab_size = vocab_size();
-  for (const auto& [role, id] : special_ids()) info.special_ids[role] = id;
+  for (const auto& [role, id] : special_ids()) {
+    info.special_ids[role] = id;
+    if (info.has_record()) info.special_tokens[role] = {id, id_to_token(id)};
+  }
   return info;
 }
 
-void Tokenizer::set_source(std::string source, std::string vocab_hash) {
-  source_ = std::move(source);
-  vocab_hash_ = std::move(vocab_hash);
+void Tokenizer::set_source(std::vector<TokenizerFile> files, const TokenizerOptions& options) {
+  source_.clear();
+  std::string joined;
+  for (const TokenizerFile& f : files) {
+    source_ += (source_.empty() ? "" : " + ") + f.path;
+    joined += f.xxh3;
+  }
+  // One file: its xxh3; several: the xxh3 of their xxh3s, in order.
+  loaded_.vocab_hash = files.size() == 1 ? joined : hex64(xxh3_bytes(joined.data(), joined.size()));
+  loaded_.files = std::move(files);
+  loaded_.options = tokenizer_options_to_json(options);
+  loaded_.casing = casing();
+}
+
+nlohmann::json tokenizer_options_to_json(const TokenizerOptions& o) {
+  auto optional = [](const std::optional<bool>& b) { return b ? nlohmann::json(*b) : nlohmann::json(nullptr); };
+  return {{"lowercase", optional(o.lowercase)},
+          {"strip_accents", optional(o.strip_accents)},
+          {"split_cjk", o.split_cjk},
+          {"max_input_chars_per_word", o.max_input_chars_per_word},
+          {"python_compat", o.python_compat}};
+}
+
+TokenizerOptions tokenizer_options_from_json(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) throw Error(Where{source}, cat("expected the tokenizer's options to be an object, found ", j.type_name()));
+  TokenizerOptions o;
+  // A key this version does not know is left alone: the files and the record's casing are what
+  // the readers of the record need.
+  for (const auto& [key, v] : j.items()) {
+    try {
+      if (key == "lowercase") o.lowercase = v.is_null() ? std::nullopt : std::optional<bool>(v.get<bool>());
+      else if (key == "strip_accents") o.strip_accents = v.is_null() ? std::nullopt : std::optional<bool>(v.get<bool>());
+      else if (key == "split_cjk") o.split_cjk = v.get<bool>();
+      else if (key == "max_input_chars_per_word") o.max_input_chars_per_word = json_integer<int>(v);
+      else if (key == "python_compat") o.python_compat = v.get<bool>();
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(Where{source}, cat("tokenizer option '", key, "': ", e.what()));
+    }
+  }
+  return o;
 }
 
 namespace {
@@ -100,10 +171,9 @@ std::string bpe_partner(const fs::path& given) {
   return "";
 }
 
-std::string hash_files(const std::vector<std::string>& files) {
-  std::string joined;
-  for (const auto& f : files) joined += hex64(xxh3_file(f));
-  return files.size() == 1 ? joined : hex64(xxh3_bytes(joined.data(), joined.size()));
+// The file as the record names it: its path, size and xxh3.
+TokenizerFile describe_file(const std::string& role, const std::string& path) {
+  return {role, path, file_size(path), hex64(xxh3_file(path))};
 }
 
 // HF's tokenizer.json: the reader refuses models other than WordPiece and BPE.
@@ -137,9 +207,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path_in, const Toke
   const std::string name = path.filename().string();
 
   std::unique_ptr<Tokenizer> tok;
-  std::vector<std::string> files{p};
+  std::vector<TokenizerFile> files;
   if (path.extension() == ".model") {
     tok = make_sentencepiece_tokenizer(p, options);
+    files = {describe_file("model", p)};
   } else if (ends_with(name, "encoder.json") || ends_with(name, "vocab.json") || ends_with(name, "vocab.bpe") ||
              ends_with(name, "merges.txt")) {
     std::string partner = bpe_partner(path);
@@ -150,14 +221,15 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path_in, const Toke
     const std::string& vocab = given_is_vocab ? p : partner;
     const std::string& merges = given_is_vocab ? partner : p;
     tok = make_bpe_tokenizer(vocab, merges, options);
-    files = {vocab, merges};
+    files = {describe_file("vocab", vocab), describe_file("merges", merges)};
   } else if (path.extension() == ".json") {
     tok = load_hf_json(p, options);
+    files = {describe_file("tokenizer.json", p)};
   } else {
     tok = make_wordpiece_tokenizer(p, options);
+    files = {describe_file("vocab", p)};
   }
-  std::string source = files.size() == 1 ? files[0] : files[0] + " + " + files[1];
-  tok->set_source(source, hash_files(files));
+  tok->set_source(std::move(files), options);
   return tok;
 }
 

@@ -27,6 +27,7 @@
 namespace pretrain {
 
 using TokenId = int32_t;
+struct TokenizerOptions;
 // Ids at or past this in a vocabulary's JSON (encoder.json, tokenizer.json) are refused: a file
 // cannot make us allocate gigabytes.
 constexpr int64_t kMaxTokenId = 1 << 24;
@@ -79,14 +80,25 @@ class Tokenizer {
   std::vector<std::vector<TokenId>> encode_batch(std::span<const std::string> texts,
                                                  bool add_special_tokens = false) const;
 
-  // What the manifest records: kind, vocab hash (xxh3 of the files it was loaded from), size, ids.
+  // Whether it lowercases and strips accents before the model (HF's do_lower_case,
+  // strip_accents). WordPiece and BPE say what their normalizer does; the default finds it out by
+  // encoding words of the vocabulary (SentencePiece's normalizer is a compiled table):
+  // lowercase when a plain word uppercased still encodes as the word, strip_accents likewise
+  // with an 'e' accented, unset when the vocabulary has no such word.
+  virtual TokenizerCasing casing() const;
+
+  // What the manifest records (TokenizerInfo): kind, vocab hash (xxh3 of the files it was loaded
+  // from), size, special ids and tokens, and — for a tokenizer load_tokenizer made — the record:
+  // its files, the options it was given and its casing.
   TokenizerInfo info() const;
+  // The file(s) it was loaded from ("vocab.json + merges.txt"), for messages.
   const std::string& source() const { return source_; }
-  void set_source(std::string source, std::string vocab_hash);
+  // load_tokenizer's: the files read (in order, each hashed) and the options given.
+  void set_source(std::vector<TokenizerFile> files, const TokenizerOptions& options);
 
  private:
-  std::string source_;      // the path(s) it was loaded from, for messages
-  std::string vocab_hash_;  // hex64 xxh3 of the files it was loaded from, in order
+  std::string source_;
+  TokenizerInfo loaded_;  // vocab_hash and the record's files, options and casing
 };
 
 struct TokenizerOptions {
@@ -105,6 +117,12 @@ struct TokenizerOptions {
   // BPE: words cached per tokenizer (0 disables the cache).
   size_t bpe_cache_words = 1 << 16;
 };
+
+// The options that change ids (all but bpe_cache_words), as the manifest's tokenizer record keeps
+// them, and back: absent fields take the defaults, a field of the wrong type is an Error naming
+// `source` and the field.
+nlohmann::json tokenizer_options_to_json(const TokenizerOptions& options);
+TokenizerOptions tokenizer_options_from_json(const nlohmann::json& options, const std::string& source);
 
 // Recognises, by name and content:
 //   vocab.txt (any other file, one token per line)      → WordPiece

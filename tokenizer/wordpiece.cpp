@@ -77,6 +77,9 @@ class WordPieceTokenizer final : public Tokenizer {
   }
 
   std::string_view kind() const override { return "wordpiece"; }
+  TokenizerCasing casing() const override {
+    return {.lowercase = config_.normalizer.lowercase, .strip_accents = config_.normalizer.strip_accents};
+  }
 
   void encode_into(std::string_view text, std::vector<TokenId>& ids) const override {
     thread_local Scratch scratch;

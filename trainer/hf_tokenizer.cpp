@@ -1,6 +1,5 @@
 #include "trainer/hf_tokenizer.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -8,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/file.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/manifest.h"
 #include "tokenizer/sentencepiece_model.h"
@@ -20,99 +20,147 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// make-pretraining-shards' --tokenizer (as given: "--tokenizer P" or "--tokenizer=P") and, set
-// there, --lowercase / --no-lowercase; the tokenizer is loaded the way it was then.
+// The tokenizer that made the shards, loaded again, and what the manifest's record says of it.
 struct ShardsTokenizer {
-  std::string path;
-  TokenizerOptions options;
+  std::unique_ptr<Tokenizer> tok;
+  TokenizerInfo record;
+  std::vector<std::string> paths;  // record.files, found here
 };
 
-ShardsTokenizer tokenizer_from_args(const std::vector<std::string>& args) {
-  ShardsTokenizer t;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--tokenizer" && i + 1 < args.size()) t.path = args[i + 1];
-    else if (args[i].starts_with("--tokenizer=")) t.path = args[i].substr(12);
-    else if (args[i] == "--lowercase") t.options.lowercase = true;
-    else if (args[i] == "--no-lowercase") t.options.lowercase = false;
-    else if (args[i] == "--python-compat") t.options.python_compat = true;
-  }
-  return t;
-}
-
-// The path as given (relative to where make-pretraining-shards ran, maybe here), else beside the manifest.
+// A path the record names, as given (relative to where make-pretraining-shards ran, maybe here),
+// else beside the manifest; "" when neither exists.
 std::string resolve(const std::string& given, const std::string& manifest_path) {
   if (given.empty() || file_exists(given)) return given;
   const std::string beside = path_join(dir_name(manifest_path), given);
   return file_exists(beside) ? beside : "";
 }
 
+// From the manifest's tokenizer record: each file found, the same size and xxh3 as when it made
+// the shards, loaded with the recorded options. Nothing (after a warning naming the file or the
+// field, and why) when that cannot be had.
+std::optional<ShardsTokenizer> from_record(const std::string& dir, const Manifest& manifest,
+                                           const std::string& manifest_path) {
+  const TokenizerInfo& record = manifest.tokenizer;
+  const std::string at = cat("--export ", dir, ": ");
+  if (!record.record_error.empty()) {
+    log_warn(at, manifest_path, ": the tokenizer record cannot be read (", record.record_error, "); model files only");
+    return std::nullopt;
+  }
+  ShardsTokenizer t;
+  t.record = record;
+  try {
+    for (const TokenizerFile& f : record.files) {
+      const std::string path = resolve(f.path, manifest_path);
+      if (path.empty()) {
+        log_warn(at, "the tokenizer that made the shards (", manifest_path, ": ", f.role, " '", f.path,
+                 "') cannot be found; model files only");
+        return std::nullopt;
+      }
+      const uint64_t bytes = file_size(path);
+      const std::string sum = bytes == f.bytes ? hex64(xxh3_file(path)) : std::string();
+      if (bytes != f.bytes || sum != f.xxh3) {
+        log_warn(at, path, " has changed since it made the shards (",
+                 bytes != f.bytes ? cat(bytes, " bytes, ", manifest_path, " says ", f.bytes)
+                                  : cat("xxh3 ", sum, ", ", manifest_path, " says ", f.xxh3),
+                 "); model files only");
+        return std::nullopt;
+      }
+      t.paths.push_back(path);
+    }
+    t.tok = load_tokenizer(t.paths.front(), tokenizer_options_from_json(record.options, manifest_path));
+  } catch (const Error& e) {
+    log_warn(at, "the tokenizer that made the shards cannot be loaded again: ", e.what(), "; model files only");
+    return std::nullopt;
+  }
+  // Loaded from the same files in the same roles (a BPE vocabulary finds its merges by name).
+  const TokenizerInfo loaded = t.tok->info();
+  bool same = loaded.kind == record.kind && loaded.vocab_hash == record.vocab_hash &&
+              loaded.files.size() == record.files.size();
+  for (size_t i = 0; same && i < record.files.size(); ++i) same = loaded.files[i].role == record.files[i].role;
+  if (!same) {
+    log_warn(at, t.tok->source(), " is not the tokenizer that made the shards (", loaded.kind, " ", loaded.vocab_hash,
+             ", ", manifest_path, " says ", record.kind, " ", record.vocab_hash, "); model files only");
+    return std::nullopt;
+  }
+  return t;
+}
+
+// A manifest written before the tokenizer record: make-pretraining-shards' --tokenizer among the
+// saved arguments ("--tokenizer P" or "--tokenizer=P") and --lowercase / --no-lowercase /
+// --python-compat set there, loaded the way it was then; the record is then the tokenizer's own.
+std::optional<ShardsTokenizer> from_saved_args(const std::string& dir, const Manifest& manifest,
+                                               const std::string& manifest_path) {
+  const std::string at = cat("--export ", dir, ": ");
+  log_warn(at, manifest_path, " predates the tokenizer record (written by an older make-pretraining-shards): "
+           "finding the tokenizer from its saved command line");
+  std::string given;
+  TokenizerOptions options;
+  const std::vector<std::string>& args = manifest.args;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--tokenizer" && i + 1 < args.size()) given = args[i + 1];
+    else if (args[i].starts_with("--tokenizer=")) given = args[i].substr(12);
+    else if (args[i] == "--lowercase") options.lowercase = true;
+    else if (args[i] == "--no-lowercase") options.lowercase = false;
+    else if (args[i] == "--python-compat") options.python_compat = true;
+  }
+  const std::string path = resolve(given, manifest_path);
+  if (path.empty()) {
+    log_warn(at, "the tokenizer that made the shards (", manifest_path, ": --tokenizer '", given,
+             "') cannot be found; model files only");
+    return std::nullopt;
+  }
+  ShardsTokenizer t;
+  try {
+    t.tok = load_tokenizer(path, options);
+  } catch (const Error& e) {
+    log_warn(at, "the tokenizer that made the shards cannot be loaded again: ", e.what(), "; model files only");
+    return std::nullopt;
+  }
+  t.record = t.tok->info();
+  for (const TokenizerFile& f : t.record.files) t.paths.push_back(f.path);
+  if (!manifest.tokenizer.vocab_hash.empty() && t.record.vocab_hash != manifest.tokenizer.vocab_hash) {
+    log_warn(at, path, " has changed since it made the shards (hash ", t.record.vocab_hash, ", ", manifest_path,
+             " says ", manifest.tokenizer.vocab_hash, "); model files only");
+    return std::nullopt;
+  }
+  return t;
+}
+
 void copy_file(const std::string& from, const std::string& to) { write_file_atomic(to, read_file(from)); }
 
-std::string token(const Tokenizer& tok, const char* role) {
-  const auto& ids = tok.special_ids();
-  auto it = ids.find(role);
-  return it == ids.end() ? std::string() : tok.id_to_token(it->second);
+// The special token of `role` the record names, "" when it names none.
+std::string token(const TokenizerInfo& record, const char* role) {
+  const auto it = record.special_tokens.find(role);
+  return it == record.special_tokens.end() ? std::string() : it->second.token;
 }
 
-// Whether the tokenizer lowercases (strips accents) is read off its behaviour, which folds in
-// --lowercase, a tokenizer.json's normalizer and the vocabulary's own casing alike: a plain word of
-// its vocabulary, uppercased (accented), still encodes as that word when it does.
-bool folds(const Tokenizer& tok, std::string_view a, std::string_view b) { return tok.encode(a) == tok.encode(b); }
-
-// The first vocabulary entry of lowercase ASCII letters only (holding `letter` when given).
-std::optional<std::string> plain_word(const Tokenizer& tok, char letter = 0) {
-  for (int64_t id = 0; id < tok.vocab_size(); ++id) {
-    const std::string t = tok.id_to_token(TokenId(id));
-    const bool plain = !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return c >= 'a' && c <= 'z'; });
-    if (plain && (!letter || t.find(letter) != std::string::npos)) return t;
-  }
-  return std::nullopt;
-}
-
-bool lowercases(const Tokenizer& tok) {
-  const std::string word = plain_word(tok).value_or("abcdefghijklmnopqrstuvwxyz");
-  std::string upper = word;
-  for (char& c : upper) c = char(c - 'a' + 'A');
-  return folds(tok, upper, word);
-}
-
-// null (HF: follow do_lower_case) when the vocabulary has no plain word with an 'e' to accent.
-nlohmann::json strips_accents(const Tokenizer& tok) {
-  const std::optional<std::string> word = plain_word(tok, 'e');
-  if (!word) return nullptr;
-  std::string accented = *word;
-  accented.replace(accented.find('e'), 1, "\xc3\xa9");  // é
-  return folds(tok, accented, *word);
-}
-
-void write_wordpiece(const std::string& dir, const Tokenizer& tok, int64_t max_length) {
+void write_wordpiece(const std::string& dir, const ShardsTokenizer& t, int64_t max_length) {
   std::string vocab;
-  for (int64_t id = 0; id < tok.vocab_size(); ++id) vocab += tok.id_to_token(TokenId(id)) + "\n";
+  for (int64_t id = 0; id < t.tok->vocab_size(); ++id) vocab += t.tok->id_to_token(TokenId(id)) + "\n";
   write_file_atomic(path_join(dir, "vocab.txt"), vocab);
-  const bool lower = lowercases(tok);
-  const json strip = strips_accents(tok);
+  const TokenizerCasing& casing = t.record.casing;
   json specials = json::object();
   for (const char* role : {"unk", "sep", "pad", "cls", "mask"})
-    if (std::string t = token(tok, role); !t.empty()) specials[cat(role, "_token")] = t;
-  json config = {{"tokenizer_class", "BertTokenizer"}, {"do_lower_case", lower}, {"strip_accents", strip},
-                 {"tokenize_chinese_chars", true},     {"model_max_length", max_length}};
+    if (std::string s = token(t.record, role); !s.empty()) specials[cat(role, "_token")] = s;
+  json config = {{"tokenizer_class", "BertTokenizer"},
+                 {"do_lower_case", casing.lowercase},
+                 {"strip_accents", casing.strip_accents ? json(*casing.strip_accents) : json(nullptr)},
+                 {"tokenize_chinese_chars", true},
+                 {"model_max_length", max_length}};
   config.update(specials);
   write_file_atomic(path_join(dir, "tokenizer_config.json"), config.dump(2) + "\n");
   write_file_atomic(path_join(dir, "special_tokens_map.json"), specials.dump(2) + "\n");
 }
 
-void write_bpe(const std::string& dir, const Tokenizer& tok, int64_t max_length) {
-  // Loaded from "<vocab> + <merges>" (encoder.json/vocab.bpe are vocab.json/merges.txt by other
-  // names) or from one tokenizer.json, which AutoTokenizer reads as it is.
-  const std::string& source = tok.source();
-  if (const size_t plus = source.find(" + "); plus != std::string::npos) {
-    copy_file(source.substr(0, plus), path_join(dir, "vocab.json"));
-    copy_file(source.substr(plus + 3), path_join(dir, "merges.txt"));
-  } else {
-    copy_file(source, path_join(dir, "tokenizer.json"));
+void write_bpe(const std::string& dir, const ShardsTokenizer& t, int64_t max_length) {
+  // Loaded from a vocabulary and its merges (encoder.json/vocab.bpe are vocab.json/merges.txt by
+  // other names) or from one tokenizer.json, which AutoTokenizer reads as it is.
+  for (size_t i = 0; i < t.record.files.size(); ++i) {
+    const std::string& role = t.record.files[i].role;
+    copy_file(t.paths[i], path_join(dir, role == "vocab" ? "vocab.json" : role == "merges" ? "merges.txt" : "tokenizer.json"));
   }
   json specials = json::object();
-  if (std::string eod = token(tok, "eod"); !eod.empty())
+  if (std::string eod = token(t.record, "eod"); !eod.empty())
     specials = {{"bos_token", eod}, {"eos_token", eod}, {"unk_token", eod}};
   json config = {{"tokenizer_class", "GPT2Tokenizer"}, {"add_prefix_space", false}, {"model_max_length", max_length}};
   config.update(specials);
@@ -126,17 +174,18 @@ void write_bpe(const std::string& dir, const Tokenizer& tok, int64_t max_length)
 // name, as in a WordPiece vocabulary). With [CLS] and [SEP], add_special_tokens wraps a sequence
 // as the BERT shards did; otherwise it adds nothing, as spm_encode and the GPT shards.
 // Returns false after a warning when HF cannot express the model (word/char types, …).
-bool write_sentencepiece(const std::string& dir, const Tokenizer& tok, const std::string& path, int64_t max_length) {
+bool write_sentencepiece(const std::string& dir, const ShardsTokenizer& t, int64_t max_length) {
+  const Tokenizer& tok = *t.tok;
   json tokenizer;
   try {
-    tokenizer = json::parse(sentencepiece_to_hf_json(path));
+    tokenizer = json::parse(sentencepiece_to_hf_json(t.paths.front()));
   } catch (const Error& e) {
     log_warn("--export ", dir, ": ", e.what(), "; model files only");
     return false;
   }
   json specials = json::object();
   for (const char* role : {"unk", "bos", "eos", "pad"})
-    if (std::string t = token(tok, role); !t.empty()) specials[cat(role, "_token")] = t;
+    if (std::string s = token(t.record, role); !s.empty()) specials[cat(role, "_token")] = s;
   for (auto [role, piece] : {std::pair{"cls", "[CLS]"}, std::pair{"sep", "[SEP]"}, std::pair{"mask", "[MASK]"},
                              std::pair{"pad", "[PAD]"}})
     if (tok.token_to_id(piece) && !specials.contains(cat(role, "_token"))) specials[cat(role, "_token")] = piece;
@@ -181,29 +230,20 @@ bool write_hf_tokenizer(const std::string& dir, const std::string& manifest_path
     return false;
   }
   const Manifest manifest = Manifest::read(manifest_path);
-  const ShardsTokenizer given = tokenizer_from_args(manifest.args);
-  const std::string path = resolve(given.path, manifest_path);
-  if (path.empty()) {
-    log_warn("--export ", dir, ": the tokenizer that made the shards (", manifest_path, ": --tokenizer '", given.path,
-             "') cannot be found; model files only");
-    return false;
-  }
-  const std::unique_ptr<Tokenizer> tok = load_tokenizer(path, given.options);
-  const TokenizerInfo info = tok->info();
-  if (!manifest.tokenizer.vocab_hash.empty() && info.vocab_hash != manifest.tokenizer.vocab_hash) {
-    log_warn("--export ", dir, ": ", path, " has changed since it made the shards (hash ", info.vocab_hash, ", ",
-             manifest_path, " says ", manifest.tokenizer.vocab_hash, "); model files only");
-    return false;
-  }
+  const bool recorded = manifest.tokenizer.has_record() || !manifest.tokenizer.record_error.empty();
+  const std::optional<ShardsTokenizer> t =
+      recorded ? from_record(dir, manifest, manifest_path) : from_saved_args(dir, manifest, manifest_path);
+  if (!t) return false;
   make_dirs(dir);
-  if (tok->kind() == "wordpiece") {
-    write_wordpiece(dir, *tok, model_max_length);
-  } else if (tok->kind() == "bpe") {
-    write_bpe(dir, *tok, model_max_length);
-  } else if (tok->kind() == "sentencepiece") {
-    return write_sentencepiece(dir, *tok, path, model_max_length);
+  const std::string& kind = t->record.kind;
+  if (kind == "wordpiece") {
+    write_wordpiece(dir, *t, model_max_length);
+  } else if (kind == "bpe") {
+    write_bpe(dir, *t, model_max_length);
+  } else if (kind == "sentencepiece") {
+    return write_sentencepiece(dir, *t, model_max_length);
   } else {
-    log_warn("--export ", dir, ": the shards' tokenizer ", path, " is ", tok->kind(),
+    log_warn("--export ", dir, ": the shards' tokenizer ", t->tok->source(), " is ", kind,
              ", which the export does not convert; model files only");
     return false;
   }
