@@ -6,11 +6,21 @@
 //                      line after each document (ICU sentence breaks, see tokenizer/sentences.h),
 //                      written by SentenceTextWriter (formats/sentence_text.h)
 //
-// One oneTBB parallel_pipeline: bz2 blocks decoded in parallel (Bz2Reader) → pages parsed in order
-// (XmlPageReader; a batch is the pages one decoded piece completes) → pages cleaned in parallel
-// (one shared WikitextCleaner) → documents written in order. Output depends only on the dump's
-// pages, never on thread count or timing, so any --threads gives byte-identical shards. Memory is
-// bounded by the pipeline's tokens, whatever the dump's size.
+// This is the tool's entry point; run_wikiprep() (wikiprep.cpp) checks the options and runs one
+// process, or under mpirun the ranks' driver. Each stage is a module of its own:
+//
+//   page_pipeline.h          the dump → pages → clean documents, in parallel, into a sink in order
+//                            (xml_pages.h reads the XML, wikitext.h cleans it)
+//   document_shard_sinks.h   the documents → the format's shards, rotated at --shard-bytes
+//   document_shard_names.h   the shards' names, and the removal of those a run writes again
+//   wikiprep_manifest.h      manifest.json: the input and options, the counts, the checkpoint
+//   resume_point.h           --resume: the kept shards and where the pages go on
+//   wikiprep_ranks.h         mpirun: each rank's share of the dump into a part (rank_parts.h,
+//                            page_range.h), the shards planned over the parts (rank_shard_plan.h)
+//                            and written by the ranks they start in
+//
+// Output depends only on the dump's pages, never on thread or rank count or timing, so any
+// --threads and any mpirun -np give byte-identical shards.
 //
 // Interruption and resume: after every committed shard, manifest.json is rewritten with
 // complete=false and extra.resume = {pages_seen, shards}: the kept shards hold exactly the
@@ -18,18 +28,18 @@
 // and options are the ones recorded, re-reads the input skipping those pages without cleaning them,
 // and goes on from shard index `shards`; shard rotation depends only on content, so the result
 // equals an uninterrupted run. An error (corrupt bz2, malformed XML, truncated page) commits what
-// was written before it, leaves complete=false, and throws.
+// was written before it, leaves complete=false, and throws. Under mpirun the ranks' finished parts
+// are the checkpoints instead (wikiprep_ranks.h).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "datagen/wikiprep/document_shard_names.h"
 #include "formats/doc_shards.h"
 
 namespace pretrain {
-
-enum class WikiprepFormat { jsonl, sentences };
 
 struct WikiprepOptions {
   std::string input;       // dump path, or "-" for stdin
@@ -78,8 +88,5 @@ struct WikiprepInterrupted : Error {
 // Runs the whole conversion. Throws pretrain::Error on bad input (after committing what came
 // before it) and UsageError on options that cannot work (a resume that does not match).
 WikiprepStats run_wikiprep(const WikiprepOptions& options);
-
-// The manifest's shard file names: docs-00007.jsonl.zst, sentences-00007.txt.
-std::string wikiprep_shard_name(WikiprepFormat format, uint64_t index);
 
 }  // namespace pretrain
