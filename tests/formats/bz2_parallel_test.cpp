@@ -126,20 +126,6 @@ class Bz2Test : public ::testing::Test {
   std::string text_path_;
 };
 
-TEST(Bz2Scan, FindsMagicAtEveryBitOffset) {
-  for (unsigned shift = 0; shift < 64; ++shift) {
-    std::vector<uint8_t> bytes(40, 0);
-    uint64_t at = 8 * 8 + shift;
-    for (unsigned i = 0; i < 48; ++i)
-      if ((bz2::kBlockMagic >> (47 - i)) & 1) bytes[(at + i) / 8] |= static_cast<uint8_t>(0x80 >> ((at + i) % 8));
-    bz2::Magic m = bz2::find_magic(bytes, 0);
-    EXPECT_EQ(m.kind, bz2::MagicKind::block);
-    EXPECT_EQ(m.bit, at);
-    EXPECT_EQ(bz2::find_magic(bytes, at + 1).kind, bz2::MagicKind::none);
-    EXPECT_EQ(bz2::find_magic(bytes, at).bit, at);
-  }
-}
-
 TEST_F(Bz2Test, Bzip2LevelsMatchBzip2) {
   expect_same_as_bzip2(dir_, compress("bzip2 -1", "l1.bz2"));
   expect_same_as_bzip2(dir_, compress("bzip2 -9", "l9.bz2"));
