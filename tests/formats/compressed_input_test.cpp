@@ -66,6 +66,16 @@ std::string read_all(const std::string& path, size_t chunk = 4096, std::string* 
   return out;
 }
 
+// `file` written to `path` reads back, `chunk` bytes at a time, as `text`, and open_byte_source
+// reports `kind` ("" for plain bytes).
+void expect_reads_as(const std::string& path, const std::string& file, const std::string& text, const std::string& kind,
+                     size_t chunk = 4096) {
+  write_file_atomic(path, file);
+  std::string reported = "?";
+  EXPECT_EQ(read_all(path, chunk, &reported), text) << path;
+  EXPECT_EQ(reported, kind) << path;
+}
+
 // The Error reading `path` ends with; fails the test when there is none.
 Error read_error(const std::string& path) {
   try {
@@ -86,21 +96,14 @@ void expect_error_at_offset(const std::string& path, uint64_t file_size) {
 
 TEST(CompressedInput, PlainFilesReadAsTheyAre) {
   TempDir dir;
-  std::string text = make_text(300000, 1), path = dir.file("plain.txt"), kind = "?";
-  write_file_atomic(path, text);
-  EXPECT_EQ(read_all(path, 4096, &kind), text);
-  EXPECT_EQ(kind, "");
+  std::string text = make_text(300000, 1);
+  expect_reads_as(dir.file("plain.txt"), text, text, "");
 }
 
 TEST(CompressedInput, EachKindDecodesToTheOriginalBytes) {
   TempDir dir;
   std::string text = make_text(700000, 2);
-  for (const Kind& k : kKinds) {
-    std::string path = dir.file(std::string("one.") + k.name), kind;
-    write_file_atomic(path, k.compress(text));
-    EXPECT_EQ(read_all(path, 65536, &kind), text) << k.name;
-    EXPECT_EQ(kind, k.name);
-  }
+  for (const Kind& k : kKinds) expect_reads_as(dir.file(std::string("one.") + k.name), k.compress(text), text, k.name, 65536);
 }
 
 TEST(CompressedInput, MultiMemberFramesAndStreamsDecodeOneAfterAnother) {
@@ -111,11 +114,9 @@ TEST(CompressedInput, MultiMemberFramesAndStreamsDecodeOneAfterAnother) {
   std::string text;
   for (const auto& p : parts) text += p;
   for (const Kind& k : kKinds) {
-    std::string file, path = dir.file(std::string("multi.") + k.name), kind;
+    std::string file;
     for (const auto& p : parts) file += k.compress(p);
-    write_file_atomic(path, file);
-    EXPECT_EQ(read_all(path, 10000, &kind), text) << k.name;
-    EXPECT_EQ(kind, k.name);
+    expect_reads_as(dir.file(std::string("multi.") + k.name), file, text, k.name, 10000);
   }
 }
 
@@ -153,37 +154,20 @@ TEST(CompressedInput, TinyAndHugeReads) {
 
 TEST(CompressedInput, EmptyFilesAndEmptyStreams) {
   TempDir dir;
-  std::string path = dir.file("empty"), kind = "?";
-  write_file_atomic(path, "");
-  EXPECT_EQ(read_all(path, 16, &kind), "");
-  EXPECT_EQ(kind, "");
-  for (const Kind& k : kKinds) {
-    path = dir.file(std::string("empty.") + k.name);
-    write_file_atomic(path, k.compress(""));
-    EXPECT_EQ(read_all(path, 16, &kind), "") << k.name;
-    EXPECT_EQ(kind, k.name);
-  }
+  expect_reads_as(dir.file("empty"), "", "", "", 16);
+  for (const Kind& k : kKinds) expect_reads_as(dir.file(std::string("empty.") + k.name), k.compress(""), "", k.name, 16);
 }
 
 TEST(CompressedInput, TheMagicBytesDecideNotTheName) {
   TempDir dir;
-  std::string text = make_text(5000, 8), kind;
+  std::string text = make_text(5000, 8);
   // Each kind under the other kinds' names.
   const char* names[] = {"a.bz2", "a.zst", "a.txt", "a.gz"};
   for (const Kind& k : kKinds)
-    for (const char* name : names) {
-      std::string path = dir.file(std::string(k.name) + "-as-" + name);
-      write_file_atomic(path, k.compress(text));
-      EXPECT_EQ(read_all(path, 4096, &kind), text) << path;
-      EXPECT_EQ(kind, k.name) << path;
-    }
+    for (const char* name : names) expect_reads_as(dir.file(std::string(k.name) + "-as-" + name), k.compress(text), text, k.name);
   // Text that starts like a magic but is not one stays text.
-  for (std::string plain : {std::string("BZh0 not bz2"), std::string("\x1F not gzip"), std::string("BZ")}) {
-    std::string path = dir.file("looks.gz");
-    write_file_atomic(path, plain);
-    EXPECT_EQ(read_all(path, 4096, &kind), plain);
-    EXPECT_EQ(kind, "");
-  }
+  for (std::string plain : {std::string("BZh0 not bz2"), std::string("\x1F not gzip"), std::string("BZ")})
+    expect_reads_as(dir.file("looks.gz"), plain, plain, "");
 }
 
 TEST(CompressedInput, TruncatedFilesAreErrorsNamingTheFileAndAnOffset) {

@@ -103,6 +103,18 @@ std::string repaired(const std::string& s) {
 
 Document repaired(const Document& d) { return {repaired(d.id), repaired(d.url), repaired(d.title), repaired(d.text)}; }
 
+// `docs` written into `dir` by one DocShardWriter; the manifest it finishes with. The writer counts
+// `replaced` invalid UTF-8 sequences, and the manifest says so.
+Manifest write_docs(const std::string& dir, const std::vector<Document>& docs, uint64_t replaced = 0,
+                    const DocShardOptions& options = {}) {
+  DocShardWriter writer(dir, options);
+  for (const Document& d : docs) writer.add(d);
+  EXPECT_EQ(writer.invalid_utf8_replaced(), replaced);
+  Manifest m = writer.finish();
+  EXPECT_EQ(m.stats["invalid_utf8_replaced"], replaced);
+  return m;
+}
+
 // Documents with everything that has to survive escaping.
 std::vector<Document> tricky_documents() {
   std::string controls;
@@ -135,24 +147,15 @@ std::vector<Document> invalid_utf8_documents() {
 TEST(DocShards, RoundTripKeepsEveryCharacter) {
   TempDir dir;
   std::vector<Document> docs = tricky_documents();
-  {
-    DocShardWriter writer(dir.path());
-    for (const Document& d : docs) writer.add(d);
-    EXPECT_EQ(writer.invalid_utf8_replaced(), 0u);
-    writer.finish();
-  }
+  write_docs(dir.path(), docs);
   EXPECT_EQ(read_all(dir.path()), docs);
 }
 
 TEST(DocShards, InvalidUtf8IsReplacedAndCounted) {
   TempDir dir;
   std::vector<Document> docs = invalid_utf8_documents();
-  DocShardWriter writer(dir.path());
-  for (const Document& d : docs) writer.add(d);
   // bad\xFF (1), \xC0\xAF (2), \xED\xA0\x80 (3), \xF0\x9F\x98 (1) + \x80 (1), then 4 in the second.
-  EXPECT_EQ(writer.invalid_utf8_replaced(), 12u);
-  Manifest m = writer.finish();
-  EXPECT_EQ(m.stats["invalid_utf8_replaced"], 12u);
+  write_docs(dir.path(), docs, 12);
   std::vector<Document> back = read_all(dir.path());
   ASSERT_EQ(back.size(), docs.size());
   for (size_t i = 0; i < docs.size(); ++i) {
@@ -266,9 +269,7 @@ TEST(DocShards, RotatesBySizeAtDocumentBoundaries) {
   }
   expected_records.push_back(records);
 
-  DocShardWriter writer(dir.path(), options);
-  for (const Document& d : docs) writer.add(d);
-  Manifest m = writer.finish();
+  Manifest m = write_docs(dir.path(), docs, 0, options);
   ASSERT_EQ(m.shards.size(), expected_records.size());
   ASSERT_GT(m.shards.size(), 10u);
   for (size_t i = 0; i < m.shards.size(); ++i) {
@@ -413,11 +414,7 @@ TEST(DocShards, AbandonedWriterLeavesOnlyCommittedShards) {
 TEST(DocShards, ManifestChecksumsAndCountsAreVerified) {
   TempDir dir;
   std::vector<Document> docs = sized_documents(50, 5);
-  {
-    DocShardWriter writer(dir.path());
-    for (const Document& d : docs) writer.add(d);
-    writer.finish();
-  }
+  write_docs(dir.path(), docs);
   Manifest m = Manifest::read(dir.file(kManifestName));
   std::string shard = read_file(dir.file(m.shards[0].file));
   std::string bad = shard;
@@ -467,11 +464,7 @@ void expect_truncation_named(const std::string& path, const std::string& whole, 
 TEST(DocShards, TruncatedZstdNamesTheOffset) {
   TempDir dir;
   std::vector<Document> docs = sized_documents(300, 6);
-  {
-    DocShardWriter writer(dir.path());
-    for (const Document& d : docs) writer.add(d);
-    writer.finish();
-  }
+  write_docs(dir.path(), docs);
   std::string shard = read_file(dir.file("docs-00000.jsonl.zst"));
   expect_truncation_named(dir.file("cut.jsonl.zst"), shard,
                           {4, 5, 20, shard.size() / 3, shard.size() / 2, shard.size() - 5, shard.size() - 1}, "zstd");
@@ -610,11 +603,7 @@ TEST(DocShards, ReadsWikiextractorDocBlocksAndDirectories) {
 
 TEST(DocShards, InspectShowsCountsAndFirstTitles) {
   TempDir dir;
-  {
-    DocShardWriter writer(dir.path());
-    for (const Document& d : tricky_documents()) writer.add(d);
-    writer.finish();
-  }
+  write_docs(dir.path(), tricky_documents());
   std::ostringstream out;
   inspect_docs(dir.path(), out, 2);
   std::string s = out.str();
