@@ -1,3 +1,6 @@
+// wikiprep in one process, end to end: the sample and real dumps, bad input (what came before the
+// damage committed), full disks, a resumed run equal to one run, any thread count. Each stage has
+// tests of its own (page_pipeline_test, document_shard_sinks_test, resume_point_test, …).
 #include "datagen/wikiprep/wikiprep.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +12,6 @@
 #include <csignal>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <new>
 
@@ -91,51 +93,6 @@ TEST(Wikiprep, SampleDumpArticlesOnly) {
   EXPECT_EQ(m.stats["articles_written"], 6u);
   EXPECT_FALSE(m.extra.contains("resume"));
   EXPECT_TRUE(verify_manifest(m, dir.path()).empty());
-}
-
-TEST(Wikiprep, KeepRedirectsWritesThemWithEmptyText) {
-  TempDir dir;
-  WikiprepOptions o = options_for(sample_dump(), dir.path());
-  o.keep_redirects = true;
-  WikiprepStats s = run_wikiprep(o);
-  EXPECT_EQ(s.articles_written, 7u);
-  EXPECT_EQ(s.redirects_skipped, 0u);
-  std::vector<Document> docs = read_docs(dir.path());
-  ASSERT_EQ(docs.size(), 7u);
-  EXPECT_EQ(docs[2].id, "13");
-  EXPECT_EQ(docs[2].title, "Lanternfish bay");
-  EXPECT_EQ(docs[2].text, "");
-}
-
-TEST(Wikiprep, NamespacesChooseThePages) {
-  TempDir dir;
-  WikiprepOptions o = options_for(sample_dump(), dir.path());
-  o.namespaces = {0, 10};
-  WikiprepStats s = run_wikiprep(o);
-  EXPECT_EQ(s.articles_written, 7u);
-  EXPECT_EQ(s.namespaces_skipped, 2u);
-  std::vector<Document> docs = read_docs(dir.path());
-  ASSERT_EQ(docs.size(), 7u);
-  EXPECT_EQ(docs[2].title, "Template:Infobox bay");
-}
-
-TEST(Wikiprep, MinCharsDropsStubs) {
-  TempDir all_dir, dir;
-  std::vector<Document> all = (run_wikiprep(options_for(sample_dump(), all_dir.path())), read_docs(all_dir.path()));
-  WikiprepOptions o = options_for(sample_dump(), dir.path());
-  o.min_chars = 300;
-  WikiprepStats s = run_wikiprep(o);
-  size_t long_enough = 0;
-  for (const Document& d : all) {
-    size_t chars = 0;
-    for (char c : d.text) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-    long_enough += chars >= 300;
-  }
-  ASSERT_GT(long_enough, 0u);
-  ASSERT_LT(long_enough, all.size());
-  EXPECT_EQ(s.articles_written, long_enough);
-  EXPECT_EQ(s.short_skipped, all.size() - long_enough);
-  EXPECT_EQ(read_docs(dir.path()).size(), long_enough);
 }
 
 // Runs wikiprep with `o` in a child process whose files may not grow past `limit` bytes (a full
@@ -269,19 +226,6 @@ TEST(Wikiprep, SentencesFormat) {
   EXPECT_NE(text.find("。\n"), std::string::npos);  // the Japanese article, split at its full stops
 }
 
-TEST(Wikiprep, SentenceShardsRotateBySize) {
-  TempDir dir;
-  WikiprepOptions o = options_for(sample_dump(), dir.path());
-  o.format = WikiprepFormat::sentences;
-  o.shard_bytes = 400;
-  WikiprepStats s = run_wikiprep(o);
-  Manifest m = Manifest::read(dir.file(kManifestName));
-  EXPECT_GT(m.shards.size(), 2u);
-  EXPECT_EQ(m.total_records(), s.articles_written);
-  for (const ShardEntry& e : m.shards)
-    EXPECT_TRUE(e.records == 1 || e.bytes <= 400) << e.file;
-}
-
 TEST(Wikiprep, MalformedXmlKeepsThePagesBefore) {
   TempDir dir;
   std::string xml = read_file(sample_dump());
@@ -358,29 +302,6 @@ TEST(Wikiprep, ResumeAfterStopEqualsOneRun) {
   // Resuming a complete run verifies it and changes nothing.
   EXPECT_TRUE(run_wikiprep(o).complete);
   EXPECT_EQ(shard_bytes(parts.path()), shard_bytes(whole.path()));
-}
-
-TEST(Wikiprep, ResumeChecksOptionsAndShards) {
-  TempDir dir;
-  WikiprepOptions o = options_for(sample_dump(), dir.path());
-  o.shard_bytes = 900;
-  o.stop_after_shards = 2;
-  EXPECT_THROW(run_wikiprep(o), WikiprepInterrupted);
-  o.stop_after_shards = 0;
-  o.resume = true;
-  WikiprepOptions other = o;
-  other.min_chars = 10;
-  EXPECT_THROW(run_wikiprep(other), UsageError);
-  {
-    std::ofstream damage(dir.file("docs-00001.jsonl.zst"), std::ios::app);
-    damage << "x";
-  }
-  try {
-    run_wikiprep(o);
-    FAIL() << "damaged shard accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("docs-00001.jsonl.zst"), std::string::npos) << e.what();
-  }
 }
 
 TEST(Wikiprep, SameShardsWithOneAndTwoThreads) {

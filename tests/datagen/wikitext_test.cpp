@@ -262,26 +262,5 @@ TEST(Wikitext, ThreadSafeAndDeterministic) {
   for (int t = 0; t < 4; ++t) EXPECT_EQ(same[t], 50);
 }
 
-TEST(Wikitext, DecodeHtmlEntity) {
-  std::string out;
-  EXPECT_EQ(decode_html_entity("&amp;rest", out), 5u);
-  EXPECT_EQ(out, "&");
-  out.clear();
-  EXPECT_EQ(decode_html_entity("&#0;", out), 4u);  // NUL: consumed, nothing appended
-  EXPECT_EQ(out, "");
-  EXPECT_EQ(decode_html_entity("&nosuch;", out), 0u);
-  EXPECT_EQ(decode_html_entity("&#;", out), 0u);
-}
-
-TEST(Wikitext, LanguageCodes) {
-  EXPECT_TRUE(is_language_code("de"));
-  EXPECT_TRUE(is_language_code("zh-yue"));
-  EXPECT_TRUE(is_language_code("simple"));
-  EXPECT_FALSE(is_language_code("De"));
-  EXPECT_FALSE(is_language_code("wikt"));
-  EXPECT_FALSE(is_language_code("doi"));
-  EXPECT_FALSE(is_language_code("w"));
-}
-
 }  // namespace
 }  // namespace pretrain::wikitext_test
