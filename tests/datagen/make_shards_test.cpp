@@ -637,5 +637,45 @@ TEST_F(MakeShards, BadOptionsAreRefusedBeforeAnythingIsWritten) {
   EXPECT_FALSE(fs::exists(path_join(out, "train-00000.hdf5")));
 }
 
+// The manifest's tokenizer record: the vocabulary as the tool was given it, with its size and
+// xxh3; the options it was loaded with; its casing, as the tokenizer decided it when loaded (from
+// the options, else from the vocabulary); and its special tokens. --export reads this alone.
+TEST_F(MakeShards, TheManifestRecordsTheTokenizerAsItWasLoaded) {
+  MakeShardsOptions o = bert_options(corpus, dir.file("cased"));
+  o.dupe_factor = 1;
+  o.num_shards = 1;
+  o.tokenizer_options.lowercase = false;
+  o.tokenizer_options.python_compat = true;
+  run_make_shards(o);
+  const TokenizerInfo t = Manifest::read(path_join(o.output_dir, kManifestName)).tokenizer;
+  ASSERT_TRUE(t.has_record());
+  ASSERT_EQ(t.files.size(), 1u);
+  EXPECT_EQ(t.files[0].role, "vocab");
+  EXPECT_EQ(t.files[0].path, corpus.vocab_path);
+  EXPECT_EQ(t.files[0].bytes, file_size(corpus.vocab_path));
+  EXPECT_EQ(t.files[0].xxh3, hex64(xxh3_file(corpus.vocab_path)));
+  EXPECT_EQ(t.options["lowercase"], false);
+  EXPECT_EQ(t.options["python_compat"], true);
+  EXPECT_TRUE(t.options["strip_accents"].is_null());
+  EXPECT_FALSE(t.casing.lowercase);
+  EXPECT_EQ(t.casing.strip_accents, false);  // follows lowercase
+  ASSERT_EQ(t.special_tokens.count("mask"), 1u);
+  EXPECT_EQ(t.special_tokens.at("mask").id, 4);
+  EXPECT_EQ(t.special_tokens.at("mask").token, "[MASK]");
+  EXPECT_EQ(t.special_tokens.at("cls").token, "[CLS]");
+  EXPECT_EQ(t.special_tokens.size(), t.special_ids.size());
+
+  // No casing given: the vocabulary has no uppercase letter, so the tokenizer lowercases.
+  o = bert_options(corpus, dir.file("default"));
+  o.dupe_factor = 1;
+  o.num_shards = 1;
+  run_make_shards(o);
+  const TokenizerInfo d = Manifest::read(path_join(o.output_dir, kManifestName)).tokenizer;
+  EXPECT_TRUE(d.options["lowercase"].is_null());
+  EXPECT_EQ(d.options["python_compat"], false);
+  EXPECT_TRUE(d.casing.lowercase);
+  EXPECT_EQ(d.casing.strip_accents, true);
+}
+
 }  // namespace
 }  // namespace pretrain::make_shards_test
