@@ -1,6 +1,7 @@
-// GPT-2 byte-level BPE: the pre-tokenizer's cases, exact ids on texts with newlines (which the
-// line-based compat test cannot pass through the tool), round trips, bad input, huge lines, load
-// errors, the fast merge against the reference, batch against serial, and the tokenizer.json path.
+// GPT-2 byte-level BPE: exact ids on texts with newlines (which the line-based compat test cannot
+// pass through the tool), round trips, bad input, huge lines, load errors, batch against serial,
+// and the tokenizer.json path. The pre-tokenizer's own tests are gpt2_pretokenize_test.cpp, the
+// merge step's bpe_merges_test.cpp.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -21,60 +22,6 @@ namespace pretrain::bpe_test {
 namespace {
 
 using ::pretrain::testing::TempDir;
-
-std::vector<std::string> pieces(std::string_view text) {
-  std::vector<std::string> out;
-  gpt2::pre_tokenize(text, [&](size_t b, size_t e) { out.emplace_back(text.substr(b, e - b)); });
-  return out;
-}
-
-using Pieces = std::vector<std::string>;
-
-TEST(Gpt2PreTokenizer, FollowsThePatternsAlternativesInOrder) {
-  EXPECT_EQ(pieces(""), Pieces{});
-  EXPECT_EQ(pieces("Hello world"), (Pieces{"Hello", " world"}));
-  EXPECT_EQ(pieces("don't"), (Pieces{"don", "'t"}));
-  EXPECT_EQ(pieces("you'll we've they're I'm he'd it's"),
-            (Pieces{"you", "'ll", " we", "'ve", " they", "'re", " I", "'m", " he", "'d", " it", "'s"}));
-  // Contractions are lowercase only (no (?i) in GPT-2's pattern) and win over the letter run.
-  EXPECT_EQ(pieces("I'M"), (Pieces{"I", "'", "M"}));
-  EXPECT_EQ(pieces("'S"), (Pieces{"'", "S"}));
-  EXPECT_EQ(pieces("'sam"), (Pieces{"'s", "am"}));
-  EXPECT_EQ(pieces("!'s"), (Pieces{"!'", "s"}));  // inside a punctuation run, ' is punctuation
-  EXPECT_EQ(pieces(" 's"), (Pieces{" '", "s"}));
-  // \s+(?!\S): a run of spaces before a word leaves its last space to the word.
-  EXPECT_EQ(pieces("   word"), (Pieces{"  ", " word"}));
-  EXPECT_EQ(pieces("a  b"), (Pieces{"a", " ", " b"}));
-  EXPECT_EQ(pieces("word   "), (Pieces{"word", "   "}));
-  EXPECT_EQ(pieces(" "), (Pieces{" "}));
-  EXPECT_EQ(pieces("\t\tx"), (Pieces{"\t", "\t", "x"}));
-  EXPECT_EQ(pieces("\r\n"), (Pieces{"\r\n"}));
-  EXPECT_EQ(pieces("a\r\nb"), (Pieces{"a", "\r", "\n", "b"}));
-  EXPECT_EQ(pieces("x \n\ny"), (Pieces{"x", " \n", "\n", "y"}));
-  // Only U+0020 is the optional prefix; other White_Space stands alone before a word.
-  EXPECT_EQ(pieces("a\u00a0b"), (Pieces{"a", "\u00a0", "b"}));
-  EXPECT_EQ(pieces("a\u3000\u3000b"), (Pieces{"a", "\u3000", "\u3000", "b"}));
-  EXPECT_EQ(pieces("a \u3000b"), (Pieces{"a", " ", "\u3000", "b"}));
-  // Near misses of \s: U+200B (Cf) and U+001C (Python's \s, not White_Space) are punctuation.
-  EXPECT_EQ(pieces("a\u200bb"), (Pieces{"a", "\u200b", "b"}));
-  EXPECT_EQ(pieces("a \x1c b"), (Pieces{"a", " \x1c", " b"}));
-  // \p{N} is Nd|Nl|No, \p{L} the general category L (combining marks are neither).
-  EXPECT_EQ(pieces("123abc 42"), (Pieces{"123", "abc", " 42"}));
-  EXPECT_EQ(pieces("x\u00b2\u216b\u2460"), (Pieces{"x", "\u00b2\u216b\u2460"}));
-  EXPECT_EQ(pieces("e\u0301t\u00e9"), (Pieces{"e", "\u0301", "t\u00e9"}));
-  EXPECT_EQ(pieces("\u65e5\u672c\u8a9e \u0395\u03bb"), (Pieces{"\u65e5\u672c\u8a9e", " \u0395\u03bb"}));
-  EXPECT_EQ(pieces(" !!?"), (Pieces{" !!?"}));
-  EXPECT_EQ(pieces("\U0001F642\U0001F642 ok"), (Pieces{"\U0001F642\U0001F642", " ok"}));
-}
-
-TEST(Gpt2PreTokenizer, ByteAlphabetIsABijection) {
-  const auto& m = gpt2::bytes_to_unicode();
-  EXPECT_EQ(m[' '], U'\u0120');  // "Ġ"
-  EXPECT_EQ(m['\n'], U'\u010a');  // "Ċ"
-  EXPECT_EQ(m['A'], U'A');
-  for (int b = 0; b < 256; ++b) EXPECT_EQ(gpt2::unicode_to_byte(m[b]), b);
-  EXPECT_EQ(gpt2::unicode_to_byte(U'\u3000'), -1);
-}
 
 // ---------------------------------------------------------------------------------------------
 // A tiny vocabulary in code: the 256 byte tokens and a few merges, as tokenizer.json.
@@ -321,47 +268,6 @@ TEST(BpeGpt2, InvalidUtf8BecomesReplacementCharacter) {
   EXPECT_EQ(tok->decode(std::vector<TokenId>{ids[1], ids[0]}), "\xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_TRUE(tok->encode("").empty());
   EXPECT_EQ(tok->decode(std::vector<TokenId>{}), "");
-}
-
-TEST(BpeGpt2, FastMergeEqualsReference) {
-  PRETRAIN_REQUIRE_SHARED(encoder, "vocab/gpt2-encoder.json");
-  PRETRAIN_REQUIRE_SHARED(botchan, "vocab/botchan.txt");
-  auto tok = gpt2(encoder);
-  // Real words, every pre-token of botchan.
-  std::string text = read_file(botchan);
-  size_t checked = 0;
-  gpt2::pre_tokenize(text.substr(0, 60000), [&](size_t b, size_t e) {
-    std::string_view w = std::string_view(text).substr(b, e - b);
-    ASSERT_EQ(bpe_merge_word(*tok, w), bpe_merge_word(*tok, w, BpeMergeAlgorithm::reference)) << w;
-    ++checked;
-  });
-  EXPECT_GT(checked, 10000u);
-  // Random bytes and random text, short (scan) and long (heap) words.
-  std::mt19937 rng(11);
-  for (int i = 0; i < 1500; ++i) {
-    std::string w;
-    size_t n = 1 + rng() % (i % 3 == 0 ? 300 : 40);
-    if (i % 2) {
-      for (size_t k = 0; k < n; ++k) w.push_back(static_cast<char>(rng()));
-    } else {
-      static const char* kSyllables[] = {"the", "an", "ing", "er", "qu", "x", "zz", " ", "e", "tion", "\xc3\xa9"};
-      while (w.size() < n) w += kSyllables[rng() % std::size(kSyllables)];
-    }
-    auto reference = bpe_merge_word(*tok, w, BpeMergeAlgorithm::reference);
-    ASSERT_EQ(bpe_merge_word(*tok, w, BpeMergeAlgorithm::scan), reference) << w;
-    ASSERT_EQ(bpe_merge_word(*tok, w, BpeMergeAlgorithm::heap), reference) << w;
-    ASSERT_EQ(bpe_merge_word(*tok, w, BpeMergeAlgorithm::buckets), reference) << w;
-  }
-  // Longer words, where the reference is too slow: the three fast algorithms agree.
-  for (int i = 0; i < 40; ++i) {
-    std::string w;
-    static const char* kParts[] = {"a", "aa", "ab", "the", "ing", " ", "  ", "\xe6\x97\xa5", "x", "tion"};
-    size_t n = 500 + rng() % 5000;
-    while (w.size() < n) w += kParts[rng() % std::size(kParts)];
-    auto heap = bpe_merge_word(*tok, w, BpeMergeAlgorithm::heap);
-    ASSERT_EQ(bpe_merge_word(*tok, w, BpeMergeAlgorithm::buckets), heap);
-    ASSERT_EQ(bpe_merge_word(*tok, w, BpeMergeAlgorithm::scan), heap);
-  }
 }
 
 TEST(BpeGpt2, HugeLinesAndWords) {
