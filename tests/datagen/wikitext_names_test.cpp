@@ -12,12 +12,16 @@
 namespace pretrain::wikitext_names_test {
 namespace {
 
-// What decode_html_entity appends for `text`, and the bytes it takes ("-" when it is no entity).
-std::string decoded(std::string_view text, size_t* used = nullptr) {
-  std::string out;
-  size_t n = decode_html_entity(text, out);
-  if (used) *used = n;
-  return n == 0 ? "-" : out;
+// What decode_html_entity appends for the entity at the start of `text`, and the bytes it takes
+// (0: none there).
+struct Decoded {
+  std::string text;
+  size_t used = 0;
+};
+Decoded decode(std::string_view text) {
+  Decoded d;
+  d.used = decode_html_entity(text, d.text);
+  return d;
 }
 
 TEST(WikitextNames, DecodeHtmlEntity) {
@@ -32,44 +36,48 @@ TEST(WikitextNames, DecodeHtmlEntity) {
 }
 
 TEST(WikitextNames, NamedAndNumericEntities) {
-  EXPECT_EQ(decoded("&nbsp;"), "\u00A0");
-  EXPECT_EQ(decoded("&mdash; x"), "\u2014");
-  EXPECT_EQ(decoded("&AElig;"), "\u00C6");  // names are case-sensitive: Æ and æ
-  EXPECT_EQ(decoded("&aelig;"), "\u00E6");
-  EXPECT_EQ(decoded("&ZeroWidthSpace;"), "\u200B");  // an HTML 5 name
-  EXPECT_EQ(decoded("&#160;"), "\u00A0");
-  EXPECT_EQ(decoded("&#x2014;"), "\u2014");
-  EXPECT_EQ(decoded("&#X41;"), "A");
-  EXPECT_EQ(decoded("&#x1F600;"), "\U0001F600");
-  size_t used = 0;
-  EXPECT_EQ(decoded("&#8212;tail", &used), "\u2014");
-  EXPECT_EQ(used, 7u);
+  EXPECT_EQ(decode("&nbsp;").text, "\u00A0");
+  EXPECT_EQ(decode("&mdash; x").text, "\u2014");
+  EXPECT_EQ(decode("&AElig;").text, "\u00C6");  // names are case-sensitive: Æ and æ
+  EXPECT_EQ(decode("&aelig;").text, "\u00E6");
+  EXPECT_EQ(decode("&ZeroWidthSpace;").text, "\u200B");  // an HTML 5 name
+  EXPECT_EQ(decode("&#160;").text, "\u00A0");
+  EXPECT_EQ(decode("&#x2014;").text, "\u2014");
+  EXPECT_EQ(decode("&#X41;").text, "A");
+  EXPECT_EQ(decode("&#x1F600;").text, "\U0001F600");
+  Decoded d = decode("&#8212;tail");
+  EXPECT_EQ(d.text, "\u2014");
+  EXPECT_EQ(d.used, 7u);
 }
 
 TEST(WikitextNames, TwiceEscapedEntitiesDecodeThrough) {
-  size_t used = 0;
-  EXPECT_EQ(decoded("&amp;lt;b", &used), "<");
-  EXPECT_EQ(used, 8u);
-  EXPECT_EQ(decoded("&amp;amp;nbsp;", &used), "\u00A0");
-  EXPECT_EQ(used, 14u);
-  EXPECT_EQ(decoded("&amp;x", &used), "&");  // "&amp;" then no entity: just the ampersand
-  EXPECT_EQ(used, 5u);
+  Decoded lt = decode("&amp;lt;b"), nbsp = decode("&amp;amp;nbsp;"), amp = decode("&amp;x");
+  EXPECT_EQ(lt.text, "<");
+  EXPECT_EQ(lt.used, 8u);
+  EXPECT_EQ(nbsp.text, "\u00A0");
+  EXPECT_EQ(nbsp.used, 14u);
+  EXPECT_EQ(amp.text, "&");  // "&amp;" then no entity: just the ampersand
+  EXPECT_EQ(amp.used, 5u);
 }
 
 TEST(WikitextNames, ControlsAreConsumedButNotWritten) {
-  size_t used = 0;
-  EXPECT_EQ(decoded("&#7;", &used), "");
-  EXPECT_EQ(used, 4u);
-  EXPECT_EQ(decoded("&#x85;"), "");  // C1
-  EXPECT_EQ(decoded("&#9;"), "\t");
-  EXPECT_EQ(decoded("&#10;"), "\n");
+  Decoded bell = decode("&#7;");
+  EXPECT_EQ(bell.text, "");
+  EXPECT_EQ(bell.used, 4u);
+  EXPECT_EQ(decode("&#x85;").text, "");  // C1
+  EXPECT_EQ(decode("&#x85;").used, 6u);
+  EXPECT_EQ(decode("&#9;").text, "\t");
+  EXPECT_EQ(decode("&#10;").text, "\n");
 }
 
 TEST(WikitextNames, WhatIsNoEntity) {
   for (std::string_view text : {"", "amp;", "&", "&amp", "&amp ;", "&Amp;", "&#x;", "&#12a;", "&#xG1;", "& amp;",
                                 "&#123456789;",  // more than 8 digits
-                                "&abcdefghijklmnopqrstuvwxyzabcdefgh;"})  // longer than any name
-    EXPECT_EQ(decoded(text), "-") << text;
+                                "&abcdefghijklmnopqrstuvwxyzabcdefgh;"}) {  // longer than any name
+    Decoded d = decode(text);
+    EXPECT_EQ(d.used, 0u) << text;
+    EXPECT_EQ(d.text, "") << text;
+  }
 }
 
 TEST(WikitextNames, LanguageCodes) {
