@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/file.h"
+#include "fixtures.h"
 #include "test_util.h"
 #include "trainer/checkpoint.h"
 #include "trainer/optimizer.h"
@@ -18,21 +19,15 @@ namespace pretrain::checkpoint_test {
 namespace {
 
 using pretrain::testing::TempDir;
+using pretrain::testing::tiny_model;
 const Device kCpu{};
-
-ModelConfig tiny(ModelKind kind, int64_t hidden = 16) {
-  ModelConfig c = ModelConfig::preset(kind, "tiny");
-  c.layers = 2, c.hidden = hidden, c.heads = 2, c.intermediate = 4 * hidden, c.vocab_size = 23, c.max_positions = 16;
-  c.hidden_dropout = c.attention_dropout = 0.0f;
-  return c;
-}
 
 // A model with weights and moments that are not their initial values: one AdamW step on
 // gradients drawn from a seed.
 struct Trained {
   Model model;
   Optimizer optimizer;
-  Trained(ModelKind kind, uint64_t seed) : model(tiny(kind), kCpu), optimizer(OptimizerConfig{}, model) {
+  Trained(ModelKind kind, uint64_t seed) : model(tiny_model(kind), kCpu), optimizer(OptimizerConfig{}, model) {
     model.init_weights(seed);
     std::mt19937 gen{uint32_t(seed)};
     std::normal_distribution<float> normal(0.0f, 0.01f);
@@ -87,7 +82,7 @@ TEST_P(Checkpoint, RefusesAnotherModelAndDamagedFiles) {
     }
   };
   {  // another model: hidden 32 instead of 16
-    Model other(tiny(GetParam(), 32), kCpu);
+    Model other(tiny_model(GetParam(), 32), kCpu);
     Optimizer opt(OptimizerConfig{}, other);
     refused(other, opt, "the model expects");
   }

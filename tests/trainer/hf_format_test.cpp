@@ -4,12 +4,11 @@
 // model, or a directory without weights, is an error naming the file and the field.
 #include <gtest/gtest.h>
 
-#include <functional>
-
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/file.h"
+#include "fixtures.h"
 #include "test_util.h"
 #include "trainer/checkpoint.h"
 #include "trainer/hf_format.h"
@@ -18,22 +17,9 @@ namespace pretrain::hf_format_test {
 namespace {
 
 using pretrain::testing::TempDir;
+using pretrain::testing::error_message;
+using pretrain::testing::tiny_model;
 const Device kCpu{};
-
-ModelConfig tiny(ModelKind kind, int64_t vocab = 23) {
-  ModelConfig c = ModelConfig::preset(kind, "tiny");
-  c.layers = 2, c.hidden = 16, c.heads = 2, c.intermediate = 64, c.vocab_size = vocab, c.max_positions = 16;
-  return c;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(HfFormat, DirectoryOrFile) {
   TempDir tmp;
@@ -45,7 +31,7 @@ TEST(HfFormat, DirectoryOrFile) {
 TEST(HfFormat, RoundTripIsBitExactForBothModels) {
   for (ModelKind kind : {ModelKind::bert, ModelKind::gpt}) {
     TempDir tmp;
-    const ModelConfig c = tiny(kind);
+    const ModelConfig c = tiny_model(kind);
     Model model(c, kCpu);
     model.init_weights(5);
     const auto ours = export_weights(model);
@@ -60,7 +46,7 @@ TEST(HfFormat, RoundTripIsBitExactForBothModels) {
 }
 
 TEST(HfFormat, GptWeightsAreHfConv1dLayout) {
-  const ModelConfig c = tiny(ModelKind::gpt);
+  const ModelConfig c = tiny_model(ModelKind::gpt);
   Model model(c, kCpu);
   model.init_weights(5);
   const auto ours = export_weights(model);
@@ -74,7 +60,7 @@ TEST(HfFormat, GptWeightsAreHfConv1dLayout) {
 
 TEST(HfFormat, PaddedVocabularyRowsStayBehind) {
   TempDir tmp;
-  const ModelConfig c = tiny(ModelKind::bert, 32);  // 23 real ids, padded to 32 (--vocab-size)
+  const ModelConfig c = tiny_model(ModelKind::bert, 16, 32);  // 23 real ids, padded to 32 (--vocab-size)
   Model model(c, kCpu);
   model.init_weights(5);
   write_hf_model(tmp.path(), c, export_weights(model), 23, {{"[PAD]", 0}});
@@ -91,29 +77,29 @@ TEST(HfFormat, PaddedVocabularyRowsStayBehind) {
 
 TEST(HfFormat, ConfigMismatchNamesTheField) {
   TempDir tmp;
-  const ModelConfig c = tiny(ModelKind::gpt);
+  const ModelConfig c = tiny_model(ModelKind::gpt);
   Model model(c, kCpu);
   model.init_weights(5);
   write_hf_model(tmp.path(), c, export_weights(model), c.vocab_size, {});
   ModelConfig deeper = c;
   deeper.layers = 3;
-  const std::string e = error_of([&] { read_hf_model(tmp.path(), deeper); });
+  const std::string e = error_message([&] { read_hf_model(tmp.path(), deeper); });
   EXPECT_NE(e.find("config.json"), std::string::npos) << e;
   EXPECT_NE(e.find("\"n_layer\" is 2, the model's is 3"), std::string::npos) << e;
-  const std::string kind = error_of([&] { read_hf_model(tmp.path(), tiny(ModelKind::bert)); });
+  const std::string kind = error_message([&] { read_hf_model(tmp.path(), tiny_model(ModelKind::bert)); });
   EXPECT_NE(kind.find("model_type"), std::string::npos) << kind;
 }
 
 TEST(HfFormat, DirectoryWithoutWeightsOrConfig) {
   TempDir tmp;
-  const ModelConfig c = tiny(ModelKind::bert);
-  EXPECT_NE(error_of([&] { read_hf_model(tmp.path(), c); }).find("config.json is missing"), std::string::npos);
+  const ModelConfig c = tiny_model(ModelKind::bert);
+  EXPECT_NE(error_message([&] { read_hf_model(tmp.path(), c); }).find("config.json is missing"), std::string::npos);
   write_file_atomic(tmp.file("config.json"), hf_config(c, c.vocab_size, {}).dump());
-  EXPECT_NE(error_of([&] { read_hf_model(tmp.path(), c); }).find("no model.safetensors"), std::string::npos);
+  EXPECT_NE(error_message([&] { read_hf_model(tmp.path(), c); }).find("no model.safetensors"), std::string::npos);
 }
 
 TEST(HfFormat, TfStyleLayerNormNamesAreRead) {
-  const ModelConfig c = tiny(ModelKind::bert);
+  const ModelConfig c = tiny_model(ModelKind::bert);
   std::map<std::string, HostTensor> hf;
   hf["bert.embeddings.LayerNorm.gamma"] = {{16}, std::vector<float>(16, 1.5f)};
   hf["bert.embeddings.LayerNorm.beta"] = {{16}, std::vector<float>(16, 0.5f)};

@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <random>
 #include <vector>
 
-#include "trainer/backend.h"
 #include "common/communicator.h"
+#include "fixtures.h"
+#include "trainer/backend.h"
 #include "trainer/kernels.h"
 #include "trainer/parallel/layers.h"
 #include "trainer/parallel/tensor_group.h"
@@ -23,14 +23,7 @@ namespace pretrain::layers_mpi_test {
 namespace {
 
 using Floats = std::vector<float>;
-
-Floats random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  Floats v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+using testing::random_floats;
 
 // Largest |a − b| over the largest |b|: what "equal up to rounding" means here.
 double relative_error(const Floats& a, const Floats& b) {

@@ -11,11 +11,11 @@
 #include <tuple>
 #include <vector>
 
-#include "optimizer_fixtures.h"
 #include "common/communicator.h"
+#include "optimizer_fixtures.h"
 #include "trainer/optimizer.h"
 
-namespace pretrain {
+namespace pretrain::optimizer_mpi_test {
 namespace {
 
 using testing::fill_normal;
@@ -82,4 +82,4 @@ INSTANTIATE_TEST_SUITE_P(KindsAndRanks, ZeroOne,
                          });
 
 }  // namespace
-}  // namespace pretrain
+}  // namespace pretrain::optimizer_mpi_test
