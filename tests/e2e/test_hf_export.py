@@ -19,7 +19,9 @@ Checked:
     AutoTokenizer reads without the sentencepiece package, giving the `tokenize` CLI's ids
     (= spm_encode's) on real English, Japanese and Greek text, odd whitespace and unknown characters;
   * a config.json that disagrees with the model is an error naming the file and the field;
-    an --export DIR whose shards' tokenizer is gone writes the model files and warns naming it.
+    an --export DIR whose shards' tokenizer is gone writes the model files and warns naming it;
+  * the manifest's tokenizer record names the vocabulary, its casing and special tokens, and is
+    all --export reads: with the saved command line emptied, the same tokenizer files come out.
 Skips (77) when transformers is not installed (scripts/setup_deps.sh puts it in .venv).
 """
 import json
@@ -197,6 +199,29 @@ def bert(tmp, text, lines):
     shape = (2, 128, 2, 512, V, 512)
     with torch.no_grad():
         close("bert export: loss on a batch", ours_loss("bert", shape, batch, export, tmp), model(**hf_batch).loss.item())
+
+    # The manifest's tokenizer record alone makes the export: emptied of its command line (as a
+    # renamed flag would leave it unread), the shards export the same tokenizer files.
+    record = cu.read_manifest(shards)["tokenizer"]
+    config = json.load(open(os.path.join(export, "tokenizer_config.json")))
+    check("bert manifest: the tokenizer record names vocab.txt as given, its casing and [MASK]",
+          [f["path"] for f in record["files"]] == [vocab_txt]
+          and record["casing"]["lowercase"] == config["do_lower_case"]
+          and record["special_tokens"]["mask"]["token"] == "[MASK]", json.dumps(record)[:400])
+    no_args, again = os.path.join(tmp, "bert-shards-no-args"), os.path.join(tmp, "bert-hf-no-args")
+    shutil.copytree(shards, no_args)
+    with open(os.path.join(no_args, "manifest.json")) as f:
+        manifest = json.load(f)
+    manifest["created_by"]["args"] = []
+    with open(os.path.join(no_args, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
+    r = tool("bert_pretrain", "--data", no_args, "--model", "tiny", "--max-steps", 1, "--batch-size", 8,
+             "--threads", 2, "--export", again)
+    files = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+    same = all(os.path.exists(os.path.join(again, n)) and open(os.path.join(export, n)).read() ==
+               open(os.path.join(again, n)).read() for n in files)
+    check("bert --export from a manifest without its command line: the same tokenizer files, no warning",
+          same and "warn" not in r.stdout + r.stderr, (r.stdout + r.stderr)[-300:])
 
     # save_pretrained of transformers' own model → our loss and a training step from it.
     hf_dir = os.path.join(tmp, "bert-saved")
