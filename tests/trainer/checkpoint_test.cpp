@@ -1,7 +1,8 @@
 // Checkpoints (trainer/checkpoint.h): a round trip restores weights and both AdamW moments bit
 // for bit; `latest` names the newest complete one; a checkpoint of another model, a truncated
 // tensor file, a damaged state.json or a `latest` naming nothing are refused with an error that
-// names the file; a byte flipped or cut off in any of its files is refused by its checksum.
+// names the file; a byte flipped or cut off in any of its files is refused by its checksum;
+// imported weights of another shape, or missing one, are refused naming the tensor.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -146,6 +147,21 @@ TEST_P(Checkpoint, AFlippedOrCutByteInAnyFileIsRefusedByItsChecksum) {
   std::filesystem::remove(manifest);
   EXPECT_EQ(load_checkpoint(path, b.model, b.optimizer).at("step").get<int>(), 2);
   expect_equal(a.model.weights(), b.model.weights(), a.model.num_parameters(), "weights");
+}
+
+// Weights from elsewhere (--init-from) must have every tensor at the model's whole shape; the
+// error names the source and the tensor.
+TEST(ImportWeights, RefusesAShapeMismatchAndAMissingTensor) {
+  Model model(tiny_model(ModelKind::gpt), kCpu);
+  auto weights = export_weights(model);
+  weights.at("transformer.wpe.weight").shape = {8, 32};
+  const std::string shape = testing::error_message([&] { import_weights(model, weights, "x.safetensors"); });
+  EXPECT_NE(shape.find("x.safetensors: tensor 'transformer.wpe.weight' has shape [8×32], the model expects [16×16]"),
+            std::string::npos)
+      << shape;
+  weights.erase("transformer.wpe.weight");
+  const std::string missing = testing::error_message([&] { import_weights(model, weights, "x.safetensors"); });
+  EXPECT_NE(missing.find("tensor 'transformer.wpe.weight' is missing"), std::string::npos) << missing;
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, Checkpoint, ::testing::Values(ModelKind::bert, ModelKind::gpt),

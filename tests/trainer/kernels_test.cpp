@@ -1,15 +1,15 @@
 // Each op of trainer/kernels.h, run by the CPU backend, against trainer/reference.h's
 // double-precision definition, on random inputs with awkward sizes (not multiples of the row
-// chunk of the column reductions or of the norms' reduction chunk).
+// chunk of the column reductions). The GEMMs and the sums of squares the backend builds from
+// them are backend_test.cpp's, the embedding's backward pass layers_test.cpp's.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 
-#include "common/error.h"
+#include "expect_close.h"
+#include "fixtures.h"
 #include "trainer/backend.h"
-#include "trainer/gemm_layout.h"
-#include "trainer/parallel/layers.h"
 #include "trainer/reference.h"
 
 namespace pretrain::kernels_test {
@@ -17,20 +17,10 @@ namespace {
 
 using namespace kernels;
 using reference::Vec;
-
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
+using testing::expect_close;
+using testing::random_floats;
 
 Vec row(const std::vector<float>& v, int64_t r, int64_t C) { return Vec(v.begin() + r * C, v.begin() + (r + 1) * C); }
-
-void expect_close(double want, double got, double tol, const std::string& what) {
-  EXPECT_NEAR(got, want, tol * (1 + std::fabs(want))) << what;
-}
 
 const Device kCpu{};
 
@@ -151,63 +141,6 @@ TEST(Kernels, CrossEntropyIgnoresNegativeTargets) {
   }
 }
 
-// Enough rows that some groups are cut into segments (id 0 and every position land more than
-// kRowChunk rows each) and others are summed directly (the rarer ids).
-TEST(Kernels, EmbeddingAndBiasGradientsSumRowsInOrder) {
-  const int64_t T = 4, N = T * (2 * kRowChunk + 3), C = 70, V = 5;
-  std::vector<int32_t> ids(N), types(N, 1);
-  for (int64_t r = 0; r < N; ++r) ids[size_t(r)] = r % 3 == 0 ? 0 : int32_t(1 + (r * 7) % (V - 1));
-  auto dout = random_floats(N * C, 9);
-  std::vector<float> dwte(V * C, 0), dwpe(T * C, 0), dwtt(2 * C, 0), db(C, 0);
-  std::vector<float> partial(size_t(std::max(embedding_scratch_floats(N, C), bias_scratch_floats(N, C))));
-  std::vector<int32_t> index(size_t(embedding_scratch_ints(N)));
-  vocab_parallel_embedding_backward(kCpu, {}, VocabularyShard::of(V, {}), {dwte.data(), dwpe.data(), dwtt.data()},
-                                    dout.data(), nullptr, {ids.data(), types.data(), nullptr}, N, T, C,
-                                    {partial.data(), index.data()});
-  bias_backward(kCpu, db.data(), dout.data(), N, C, partial.data());
-  for (int64_t c = 0; c < C; ++c) {
-    Vec wte(V, 0), wpe(T, 0);
-    double tt = 0, bias = 0;
-    for (int64_t r = 0; r < N; ++r) {
-      const double d = dout[size_t(r * C + c)];
-      wte[size_t(ids[size_t(r)])] += d, wpe[size_t(r % T)] += d, tt += d, bias += d;
-    }
-    for (int64_t v = 0; v < V; ++v) expect_close(wte[size_t(v)], dwte[size_t(v * C + c)], 1e-5, "dwte");
-    for (int64_t t = 0; t < T; ++t) expect_close(wpe[size_t(t)], dwpe[size_t(t * C + c)], 1e-5, "dwpe");
-    expect_close(tt, dwtt[size_t(C + c)], 1e-5, "dwtt");
-    EXPECT_EQ(dwtt[size_t(c)], 0.0f) << "type 0 never appears";
-    expect_close(bias, db[size_t(c)], 1e-5, "db");
-  }
-}
-
-// position_ids (a packed row's, restarting at each instance) pick the position row, forward and
-// backward, instead of the column.
-TEST(Kernels, EmbeddingReadsPositionIdsWhenGiven) {
-  const int64_t N = 10, T = 5, C = 40, V = 6;
-  const std::vector<int32_t> ids = {0, 5, 2, 2, 1, 3, 4, 0, 1, 5}, types = {0, 0, 1, 1, 1, 0, 0, 1, 1, 0};
-  const std::vector<int32_t> positions = {0, 1, 2, 0, 1, 0, 1, 2, 3, 0};  // instances of 3, 2, 4 and 1 tokens
-  const auto wte = random_floats(V * C, 13), wpe = random_floats(T * C, 14), wtt = random_floats(2 * C, 15);
-  const auto dout = random_floats(N * C, 16);
-  std::vector<float> out(N * C), dwte(V * C, 0), dwpe(T * C, 0), dwtt(2 * C, 0);
-  std::vector<float> partial(size_t(embedding_scratch_floats(N, C)));
-  std::vector<int32_t> index(size_t(embedding_scratch_ints(N)));
-  launch(kCpu, N, EmbedForward{out.data(), ids.data(), types.data(), wte.data(), wpe.data(), wtt.data(), T, C, 0, 0,
-                               positions.data()});
-  vocab_parallel_embedding_backward(kCpu, {}, VocabularyShard::of(V, {}), {dwte.data(), dwpe.data(), dwtt.data()},
-                                    dout.data(), nullptr, {ids.data(), types.data(), positions.data()}, N, T, C,
-                                    {partial.data(), index.data()});
-  for (int64_t c = 0; c < C; ++c) {
-    Vec want_dwpe(T, 0);
-    for (int64_t r = 0; r < N; ++r) {
-      const size_t id = size_t(ids[size_t(r)]), pos = size_t(positions[size_t(r)]), ty = size_t(types[size_t(r)]);
-      const double want = double(wte[id * C + c]) + wpe[pos * C + c] + wtt[ty * C + c];
-      expect_close(want, out[size_t(r * C + c)], 1e-6, "embedding at position_ids");
-      want_dwpe[pos] += dout[size_t(r * C + c)];
-    }
-    for (int64_t t = 0; t < T; ++t) expect_close(want_dwpe[size_t(t)], dwpe[size_t(t * C + c)], 1e-5, "dwpe at position_ids");
-  }
-}
-
 // NSP slots read their instance's [CLS] row: b·T + next_sentence_positions, or b·T without them.
 TEST(Kernels, NspRowsAreEachInstancesClsRow) {
   const int64_t B = 2, K = 3, T = 16;
@@ -230,94 +163,6 @@ TEST(Kernels, AdamWMatchesTheDefinition) {
     for (size_t i = 0; i < p.size(); ++i) reference::adamw(pd[i], g[i], md[i], vd[i], 1e-2, 0.9, 0.999, 1e-8, 0.1, t);
   }
   for (size_t i = 0; i < p.size(); ++i) expect_close(pd[i], p[i], 1e-5, "adamw");
-}
-
-TEST(Kernels, SumSquaresIsExactAcrossChunks) {
-  const int64_t n = 3 * kReduceChunk + 17;
-  std::vector<float> x(size_t(n), 0.5f);
-  EXPECT_DOUBLE_EQ(sum_squares(kCpu, x.data(), n), 0.25 * double(n));
-}
-
-TEST(Kernels, SumSquaresOverManyTensorsEqualsOneByOne) {
-  // Sizes on both sides of the chunk, and an empty tensor in the middle.
-  const std::vector<int64_t> sizes{5, kReduceChunk, 0, 2 * kReduceChunk + 3, 1};
-  std::vector<std::vector<float>> data;
-  std::vector<Tensor1d> tensors;
-  for (size_t i = 0; i < sizes.size(); ++i) data.push_back(random_floats(size_t(sizes[i]), 40 + uint32_t(i)));
-  for (size_t i = 0; i < sizes.size(); ++i) tensors.push_back({data[i].data(), sizes[i]});
-  const std::vector<double> sums = sum_squares(kCpu, tensors);
-  ASSERT_EQ(sums.size(), sizes.size());
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    EXPECT_EQ(sums[i], sum_squares(kCpu, data[i].data(), sizes[i])) << i;  // the same bits
-    double want = 0;
-    for (float x : data[i]) want += double(x) * double(x);
-    expect_close(want, sums[i], 1e-12, "sum of squares");
-  }
-  EXPECT_TRUE(sum_squares(kCpu, std::vector<Tensor1d>{}).empty());
-}
-
-// The bias and bias + tanh-GELU epilogues (fused by cuBLASLt on a GPU) against their definition.
-TEST(Kernels, GemmEpiloguesAddTheBiasThenGelu) {
-  const int64_t m = 6, n = 9, k = 31;
-  auto a = random_floats(m * k, 21), w = random_floats(n * k, 22), bias = random_floats(n, 23);
-  std::vector<float> c(m * n, 7.0f), aux(m * n, 7.0f), plain(m * n, 7.0f);
-  gemm(kCpu, false, true, m, n, k, 1.0f, a.data(), k, w.data(), k, 0.0f, plain.data(), n, {.bias = bias.data()});
-  gemm(kCpu, false, true, m, n, k, 1.0f, a.data(), k, w.data(), k, 0.0f, c.data(), n,
-       {.bias = bias.data(), .gelu_aux = aux.data()});
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = bias[size_t(j)];
-      for (int64_t q = 0; q < k; ++q) s += double(a[size_t(i * k + q)]) * double(w[size_t(j * k + q)]);
-      const size_t at = size_t(i * n + j);
-      expect_close(s, plain[at], 1e-5, "bias");
-      EXPECT_EQ(aux[at], plain[at]) << "the pre-activation is the bias epilogue's output";
-      expect_close(reference::gelu_tanh(s), c[at], 1e-5, "gelu");
-    }
-  std::vector<float> out(m * n);
-  EXPECT_THROW(gemm(kCpu, false, true, m, n, k, 1.0f, a.data(), k, w.data(), k, 1.0f, out.data(), n, {.bias = bias.data()}),
-               Error);  // an epilogue with beta ≠ 0 would add C twice on one backend and once on the other
-}
-
-// What the CUDA launcher asks cuBLAS / cuBLASLt for (trainer/gemm_layout.h), evaluated the way a
-// column-major library defines it, equals the row-major GEMM we meant: every transpose pair,
-// padded leading dimensions, batches, and the bias (one per row of the library's D).
-TEST(Kernels, ColumnMajorFormOfRowMajorGemms) {
-  auto at = [](const ColMajorOperand& x, int64_t batch, int64_t i, int64_t j) {  // op(x)(i, j)
-    return double(x.transpose ? x.data[batch * x.stride + j + i * x.ld] : x.data[batch * x.stride + i + j * x.ld]);
-  };
-  for (int tr = 0; tr < 4; ++tr) {
-    const bool ta = tr & 1, tb = tr & 2;
-    const int64_t m = 5, n = 7, k = 3, batch = 2;
-    const int64_t lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n + 3;
-    const int64_t sa = lda * (ta ? k : m) + 1, sb = ldb * (tb ? n : k) + 2, sc = ldc * m;
-    const auto A = random_floats(size_t(sa * batch), 50), B = random_floats(size_t(sb * batch), 51);
-    const auto bias = random_floats(size_t(n), 52);
-    std::vector<float> C(size_t(sc * batch));
-    const ColMajorGemm g = col_major_gemm(ta, tb, m, n, k, A.data(), lda, sa, B.data(), ldb, sb, C.data(), ldc, sc);
-    SCOPED_TRACE(cat("ta ", ta, " tb ", tb));
-    // The layouts are consistent: op(a) is m×k, op(b) k×n, every ld covers its rows.
-    EXPECT_EQ(g.a.transpose ? g.a.cols : g.a.rows, g.m);
-    EXPECT_EQ(g.a.transpose ? g.a.rows : g.a.cols, g.k);
-    EXPECT_EQ(g.b.transpose ? g.b.cols : g.b.rows, g.k);
-    EXPECT_EQ(g.b.transpose ? g.b.rows : g.b.cols, g.n);
-    EXPECT_GE(g.a.ld, g.a.rows);
-    EXPECT_GE(g.b.ld, g.b.rows);
-    EXPECT_GE(g.ldd, g.m);
-    for (int64_t e = 0; e < batch; ++e)
-      for (int64_t i = 0; i < g.m; ++i)
-        for (int64_t j = 0; j < g.n; ++j) {
-          double lib = bias[size_t(i)];  // D(i, j), column-major, with the library's per-row bias
-          for (int64_t p = 0; p < g.k; ++p) lib += at(g.a, e, i, p) * at(g.b, e, p, j);
-          EXPECT_EQ(g.d + e * g.stride_d + i + j * g.ldd, C.data() + e * sc + j * ldc + i) << "D(i, j) is C(j, i)";
-          double row_major = bias[size_t(i)];  // C(j, i) = Σ op(A)(j, p) · op(B)(p, i) + bias[i]
-          for (int64_t p = 0; p < k; ++p) {
-            const double a = ta ? A[size_t(e * sa + p * lda + j)] : A[size_t(e * sa + j * lda + p)];
-            const double b = tb ? B[size_t(e * sb + i * ldb + p)] : B[size_t(e * sb + p * ldb + i)];
-            row_major += a * b;
-          }
-          ASSERT_NEAR(lib, row_major, 1e-12) << "batch " << e << " C(" << j << ", " << i << ")";
-        }
-  }
 }
 
 TEST(Kernels, DropoutKeepsAboutOneMinusPAndScales) {
@@ -366,28 +211,6 @@ TEST(Kernels, RoundingToBf16AndFp16IsNearestEven) {
     EXPECT_EQ(round_to_bf16(x), reference::round_to_bf16(x)) << x;
   }
   EXPECT_TRUE(std::isnan(round_to_bf16(NAN)) && std::isnan(round_to_fp16(NAN)));
-}
-
-TEST(Kernels, ReducedPrecisionGemmRoundsItsOperands) {
-  const int64_t m = 5, n = 7, k = 33;
-  auto a = random_floats(m * k, 13), b = random_floats(k * n, 14);
-  for (Precision p : {Precision::bf16, Precision::fp16}) {
-    Device d;
-    d.gemm_precision = p;
-    std::vector<float> c(m * n, 0), want(m * n, 0);
-    gemm(d, false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        double s = 0;
-        for (int64_t q = 0; q < k; ++q) {
-          const float x = a[size_t(i * k + q)], y = b[size_t(q * n + j)];
-          s += double(p == Precision::bf16 ? round_to_bf16(x) : round_to_fp16(x)) *
-               double(p == Precision::bf16 ? round_to_bf16(y) : round_to_fp16(y));
-        }
-        want[size_t(i * n + j)] = float(s);
-      }
-    for (size_t i = 0; i < c.size(); ++i) expect_close(want[i], c[i], 1e-5, precision_name(p));
-  }
 }
 
 }  // namespace

@@ -302,6 +302,22 @@ TEST(OptimizerLearningRate, ConstantOrNoDecayWindowKeepsThePeak) {
   EXPECT_EQ(learning_rate(c, 50), 2.0);
 }
 
+// Each decay halfway down from the peak (no floor): linear and cosine at the window's middle,
+// polynomial (power 0.5) three quarters of the way.
+TEST(OptimizerLearningRate, WarmupThenEachDecayHalfway) {
+  OptimizerConfig c;
+  c.lr = 1.0, c.warmup_steps = 10, c.total_steps = 110;
+  EXPECT_DOUBLE_EQ(learning_rate(c, 5), 0.5);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 10), 1.0);
+  c.schedule = LrSchedule::linear;
+  EXPECT_DOUBLE_EQ(learning_rate(c, 60), 0.5);
+  EXPECT_DOUBLE_EQ(learning_rate(c, 110), 0.0);
+  c.schedule = LrSchedule::cosine;
+  EXPECT_NEAR(learning_rate(c, 60), 0.5, 1e-12);
+  c.schedule = LrSchedule::polynomial;
+  EXPECT_NEAR(learning_rate(c, 85), 0.5, 1e-12);  // (1 − 0.75)^0.5
+}
+
 TEST(OptimizerNames, ParseWhatIsPrintedAndRefuseTheRest) {
   for (OptimizerKind k : {OptimizerKind::adamw, OptimizerKind::lamb}) EXPECT_EQ(parse_optimizer(optimizer_name(k)), k);
   for (LrSchedule s : {LrSchedule::constant, LrSchedule::linear, LrSchedule::polynomial, LrSchedule::cosine})
@@ -347,6 +363,20 @@ TEST(OptimizerLossScaler, NeverBelowOne) {
   EXPECT_EQ(s.scale, 1);
   s.update(false);
   EXPECT_EQ(s.scale, 1);
+}
+
+// The default scale 2^16 halves at the first overflow.
+TEST(OptimizerLossScaler, FromTheDefaultScaleHalvesThenDoublesAfterTheInterval) {
+  LossScaler s;
+  s.interval = 3;
+  s.update(false);
+  EXPECT_EQ(s.scale, 32768.0);
+  s.update(true), s.update(true);
+  EXPECT_EQ(s.scale, 32768.0);
+  s.update(true);
+  EXPECT_EQ(s.scale, 65536.0);
+  s.update(true), s.update(false), s.update(true), s.update(true);
+  EXPECT_EQ(s.scale, 32768.0) << "an overflow restarts the count";
 }
 
 }  // namespace
