@@ -1,5 +1,5 @@
 // wikiprep: a MediaWiki dump → clean document shards (or BERT sentence text). The work is in
-// wikiprep.cpp; this maps the command line onto WikiprepOptions.
+// run_wikiprep() (wikiprep.h lists its stages); this maps the command line onto WikiprepOptions.
 #include <cstdio>
 
 #include "common/cli.h"
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) options.args.emplace_back(argv[i]);
   return run_tool(app, argc, argv, [&] {
     options.format = format == "sentences" ? WikiprepFormat::sentences : WikiprepFormat::jsonl;
-    // Under mpirun the ranks share the dump (wikiprep.cpp, run_ranks); rank 0 speaks for them.
+    // Under mpirun the ranks share the dump (wikiprep_ranks.h); rank 0 speaks for them.
     const Communicator& world = Communicator::world();
     if (world.rank() != 0) set_log_level(LogLevel::warn);
     try {
