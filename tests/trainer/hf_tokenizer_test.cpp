@@ -223,7 +223,7 @@ TEST(HfTokenizer, ADamagedRecordIsAWarningNeverACrash) {
   for (const auto& [says, damage] : damages) {
     TempDir tmp;
     const std::string manifest = shards_made_with(tmp, vocab_file(tmp, kUncased));
-    edit_manifest(manifest, [&](json& j) { damage(j["tokenizer"]); });
+    edit_manifest(manifest, [damage = damage](json& j) { damage(j["tokenizer"]); });
     Export e{};
     EXPECT_NO_THROW(e = export_to(tmp.file("hf"), manifest)) << says;
     EXPECT_FALSE(e.ok) << says;
