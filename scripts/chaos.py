@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The fault campaign of issue #20 (scripts/chaos.sh runs it; README "Reliability" has its figures).
+"""The fault campaign of issue #20 (scripts/chaos.sh runs it; docs/reliability.md has its figures).
 
   kill      SIGKILL each long job at a uniformly random moment of its uninterrupted run, then --resume:
             exit 0, outputs byte-identical to the uninterrupted run's (manifest fields that record

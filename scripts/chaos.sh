@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fault campaign (issue #20; README "Reliability"): kill -9 and --resume, a full disk, corrupted
+# The fault campaign (issue #20; docs/reliability.md): kill -9 and --resume, a full disk, corrupted
 # shards and checkpoints, two writers in one directory, a killed MPI rank, and the fuzz campaign.
 #   scripts/chaos.sh [--short] [--trials N] [--seed S] [--table FILE] [--hours H] [FAULT…]
 # FAULT: kill diskfull corrupt writers mpi fuzz (default: all but fuzz, which needs the clang build

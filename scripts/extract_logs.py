@@ -24,7 +24,7 @@ median seconds per iteration (seed 003's latency), and TFLOPs per device two way
   PaLM          the trainer's own per-device figure, the mean of the logged TFLOPs over the
                 window (PaLM's appendix B: 6 × matmul parameters per token plus the attention
                 products, the MLM head on masked positions only, divided over tensor × pipeline;
-                see README "FLOPs and MFU").
+                see docs/training.md, "FLOPs and MFU").
 Memory: the largest device and host (RSS) MB that rank 0 logged in any run of the case (with
 pipeline parallel, rank 0 is the first stage).
 Writes OUTDIR/result.json and OUTDIR/table.md (OUTDIR defaults to LOGDIR) and prints the table.

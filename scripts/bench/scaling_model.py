@@ -104,7 +104,7 @@ def parameters(m):
 
 
 def flops_per_sample(m):
-    """PaLM appendix B, as trainer/ counts it (README "FLOPs and MFU")."""
+    """PaLM appendix B, as trainer/ counts it (docs/training.md, "FLOPs and MFU")."""
     c, L, t, v = m["hidden"], m["layers"], m["seq"], m["vocab"]
     f = 6 * t * L * (4 * c * c + 2 * c * 4 * c) + 12 * L * c * t * t
     if m["kind"] == "gpt":
