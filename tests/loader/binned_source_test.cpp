@@ -42,26 +42,8 @@ BertRecord make_record(int64_t g, int64_t length) {
 // A make-pretraining-shards --bin-size output in `dir`: bin i of length kLengths[i] holds
 // kCounts[i] records (numbered across the bins) in two shards; the split's manifest lists them.
 void write_binned(const std::string& dir) {
-  Manifest split;
-  split.format = kFormatBertHdf5Binned;
-  split.seq_len = kLengths.back();
-  split.max_predictions = kPred;
-  nlohmann::json bins = nlohmann::json::array();
-  int64_t first = 0;
-  for (size_t i = 0; i < kLengths.size(); ++i) {
-    const std::string name = "bin-0" + std::to_string(i), sub = path_join(dir, name);
-    make_dirs(sub);
-    const int64_t length = kLengths[i], base = first;
-    auto written = testing::write_bert_shards(sub, {kCounts[i] / 2, kCounts[i] - kCounts[i] / 2}, length, kPred,
-                                              {{"[PAD]", 0}, {"[CLS]", kCls}, {"[SEP]", kSep}, {"[MASK]", 103}},
-                                              [&](int64_t g) { return make_record(base + g, length); });
-    written.manifest.write(path_join(sub, kManifestName));
-    bins.push_back({{"dir", name}, {"bin", i}, {"max_length", length}, {"records", kCounts[i]}, {"shards", 2}});
-    first += kCounts[i];
-  }
-  split.extra["bin_size"] = 8;
-  split.extra["bins"] = bins;
-  split.write(path_join(dir, kManifestName));
+  testing::write_binned_bert_shards(dir, kLengths, kCounts, kPred, {{"[PAD]", 0}, {"[CLS]", kCls}, {"[SEP]", kSep}, {"[MASK]", 103}},
+                                    make_record);
 }
 
 LoaderConfig config(const std::string& dir, int64_t batch = 8, int rank = 0, int world = 1) {

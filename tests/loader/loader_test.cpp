@@ -1,5 +1,6 @@
-// The loader over BERT shards: order, sharding over ranks, determinism, resume, masking, the
-// widen step, and failure behaviour (errors with file and record, no hangs).
+// The loader over BERT shards: order, sharding over ranks, determinism, resume, masking, packed
+// shards, and failure behaviour (errors with file and record, no hangs). The widen step of the
+// device copy is device_copy_test.cpp's.
 #include "loader/loader.h"
 
 #include <gtest/gtest.h>
@@ -14,7 +15,6 @@
 #include "common/file.h"
 #include "common/manifest.h"
 #include "formats/bert_hdf5.h"
-#include "loader/device_copy.h"
 #include "bert_shards_fixture.h"
 #include "loader/source.h"
 #include "test_util.h"
@@ -64,6 +64,17 @@ LoaderConfig bert_config(const std::string& source) {
   c.workers = 2;
   c.prefetch = 3;
   c.shuffle_window = 40;
+  return c;
+}
+
+// `c` with dynamic masking at `probability`, at most `max_predictions` per sample, reading the
+// samples in stored order, `batch` at a time.
+LoaderConfig masking_config(LoaderConfig c, int64_t batch, double probability, int64_t max_predictions) {
+  c.shuffle = false;
+  c.batch_size = batch;
+  c.masking.enabled = true;
+  c.masking.probability = probability;
+  c.masking.max_predictions = max_predictions;
   return c;
 }
 
@@ -296,12 +307,7 @@ TEST_F(LoaderTest, Int64IdsAndWideTokensGiveTheSameValues) {
 }
 
 TEST_F(LoaderTest, DynamicMaskingFollowsLddlAndIsDeterministic) {
-  LoaderConfig c = bert_config(dir.path());
-  c.shuffle = false;
-  c.batch_size = 16;
-  c.masking.enabled = true;
-  c.masking.probability = 0.3;
-  c.masking.max_predictions = 4;
+  const LoaderConfig c = masking_config(bert_config(dir.path()), 16, 0.3, 4);
   auto run = [&](int workers) {
     LoaderConfig cc = c;
     cc.workers = workers;
@@ -541,55 +547,6 @@ TEST_F(LoaderTest, CudaDeviceFailsClearlyWithoutAGpu) {
   }
 }
 
-// The widen step alone, on a hand-made slot: the CPU backend runs the kernel body the GPU runs.
-TEST(Widen, BertLabelsStopAtTheFirstZeroPositionAsNvidiaCountsThem) {
-  const SlotLayout slot = SlotLayout::make(ModelKind::bert, 2, 4, 3, 100, true);
-  std::vector<uint8_t> host(slot.bytes);
-  HostRows rows(slot, host.data());
-  const int32_t ids[4] = {1, 50, 60, 2};
-  const int8_t seg[4] = {0, 0, 1, 1}, mask[4] = {1, 1, 1, 0};
-  const int32_t pos_a[3] = {2, 0, 3}, lab_a[3] = {61, 0, 99};  // the 3 after a 0 is ignored
-  const int32_t pos_b[3] = {1, 2, 3}, lab_b[3] = {51, 62, 3};
-  rows.put_bert(0, ids, seg, mask, pos_a, lab_a, 3, 1);
-  rows.put_bert(1, ids, seg, mask, pos_b, lab_b, 3, 0);
-  const OutputLayout out = OutputLayout::make(slot, 4, false);
-  std::vector<uint8_t> dev(out.bytes);
-  auto backend = make_cpu_backend();
-  CopyJob job{&slot, &out, 2, 0, 0, host.data(), dev.data()};
-  backend->copy(job);
-  const int32_t* labels = reinterpret_cast<const int32_t*>(dev.data() + out.mlm_labels);
-  EXPECT_EQ(std::vector<int32_t>(labels, labels + 8), (std::vector<int32_t>{-1, -1, 61, -1, -1, 51, 62, 3}));
-  const int32_t* nsp = reinterpret_cast<const int32_t*>(dev.data() + out.next_sentence_labels);
-  EXPECT_EQ(nsp[0], 1);
-  EXPECT_EQ(nsp[1], 0);
-  const int32_t bad[4] = {1, 100, 2, 3};
-  EXPECT_THROW(rows.put_bert(0, bad, seg, mask, pos_a, lab_a, 3, 0), Error) << "id 100 in a vocabulary of 100";
-  const int32_t bad_pos[3] = {4, 0, 0};
-  EXPECT_THROW(rows.put_bert(0, ids, seg, mask, bad_pos, lab_a, 3, 0), Error);
-}
-
-TEST(Widen, GptTargetsAreTokensShiftedByOne) {
-  const SlotLayout slot = SlotLayout::make(ModelKind::gpt, 2, 3, 0, 70000, true);
-  EXPECT_EQ(slot.token_dtype, TensorDType::i32) << "70000 ids do not fit uint16";
-  std::vector<uint8_t> host(slot.bytes);
-  HostRows rows(slot, host.data());
-  const uint32_t a[4] = {1, 2, 3, 69999}, b[4] = {10, 20, 30, 40};
-  rows.put_tokens(0, 0, a, 4);
-  rows.put_tokens(1, 0, b, 2);
-  rows.put_tokens(1, 2, b + 2, 2);
-  EXPECT_THROW(rows.put_tokens(1, 2, b, 3), Error) << "past the row";
-  const uint32_t big[1] = {70000};
-  EXPECT_THROW(rows.put_tokens(0, 0, big, 1), Error);
-  const OutputLayout out = OutputLayout::make(slot, 8, false);
-  std::vector<uint8_t> dev(out.bytes);
-  CopyJob job{&slot, &out, 2, 0, 0, host.data(), dev.data()};
-  make_cpu_backend()->copy(job);
-  const int64_t* tokens = reinterpret_cast<const int64_t*>(dev.data() + out.tokens);
-  const int64_t* targets = reinterpret_cast<const int64_t*>(dev.data() + out.targets);
-  EXPECT_EQ(std::vector<int64_t>(tokens, tokens + 6), (std::vector<int64_t>{1, 2, 3, 10, 20, 30}));
-  EXPECT_EQ(std::vector<int64_t>(targets, targets + 6), (std::vector<int64_t>{2, 3, 69999, 20, 30, 40}));
-}
-
 // NVIDIA's own file (made by their create_pretraining_data.py): the loader reads every record as
 // the format reader does.
 TEST(LoaderGolden, NvidiaShardReadsAsTheFormatReaderReadsIt) {
@@ -706,12 +663,7 @@ TEST(PackedLoader, EveryPackedFieldArrivesAsStored) {
 TEST(PackedLoader, DynamicMaskingStaysOffEveryInstancesSpecialTokens) {
   TempDir dir;
   write_packed_shards(dir.path(), {30});
-  LoaderConfig c = bert_config(dir.path());
-  c.shuffle = false;
-  c.batch_size = 5;
-  c.masking.enabled = true;
-  c.masking.probability = 0.5;
-  c.masking.max_predictions = 3;
+  const LoaderConfig c = masking_config(bert_config(dir.path()), 5, 0.5, 3);
   Loader loader(c);
   int64_t g = 0, picked = 0;
   while (auto b = loader.next()) {
@@ -749,48 +701,6 @@ TEST(PackedLoader, PackedAndUnpackedShardsAreNotMixed) {
     EXPECT_NE(std::string(e.what()).find("max_pack"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(written.files[0]), std::string::npos) << e.what();
   }
-}
-
-TEST(Widen, PackedRowsCarryPositionsSequencesAndEachInstancesLabel) {
-  const SlotLayout slot = SlotLayout::make(ModelKind::bert, 2, 8, 2, 100, true, 2);
-  EXPECT_EQ(slot.nsp_slots(), 2);
-  std::vector<uint8_t> host(slot.bytes);
-  HostRows rows(slot, host.data());
-  const int32_t ids[8] = {1, 50, 2, 1, 60, 2, 0, 0};
-  const int8_t seg[8] = {0, 0, 0, 0, 0, 0, 0, 0}, mask[8] = {1, 1, 1, 1, 1, 1, 0, 0};
-  const int32_t pos[2] = {1, 4}, lab[2] = {51, 61};
-  const int32_t positions[8] = {0, 1, 2, 0, 1, 2, 0, 0};
-  const int8_t sequences[8] = {1, 1, 1, 2, 2, 2, 0, 0};
-  const int32_t cls_a[2] = {0, 3}, cls_b[2] = {0, 0};
-  const int8_t nsp_a[2] = {1, 0}, nsp_b[2] = {0, -1};
-  rows.put_bert(0, ids, seg, mask, pos, lab, 2, 1);
-  rows.put_packing(0, positions, sequences, cls_a, nsp_a);
-  rows.put_bert(1, ids, seg, mask, pos, lab, 2, 0);
-  rows.put_packing(1, positions, sequences, cls_b, nsp_b);
-  const OutputLayout out = OutputLayout::make(slot, 4, false);
-  std::vector<uint8_t> dev(out.bytes);
-  CopyJob job{&slot, &out, 2, 0, 0, host.data(), dev.data()};
-  make_cpu_backend()->copy(job);
-  auto ints = [&](size_t offset, size_t n) {
-    const int32_t* p = reinterpret_cast<const int32_t*>(dev.data() + offset);
-    return std::vector<int32_t>(p, p + n);
-  };
-  EXPECT_EQ(ints(out.next_sentence_labels, 4), (std::vector<int32_t>{1, 0, 0, -1}));
-  EXPECT_EQ(ints(out.next_sentence_positions, 4), (std::vector<int32_t>{0, 3, 0, 0}));
-  EXPECT_EQ(ints(out.position_ids, 8), (std::vector<int32_t>{0, 1, 2, 0, 1, 2, 0, 0}));
-  EXPECT_EQ(ints(out.sequence_ids + 8 * 4, 8), (std::vector<int32_t>{1, 1, 1, 2, 2, 2, 0, 0}));
-  EXPECT_EQ(ints(out.mlm_labels, 8), (std::vector<int32_t>{-1, 51, -1, -1, 61, -1, -1, -1}));
-  // Values that do not fit a packed row.
-  const int8_t too_many[8] = {1, 1, 1, 3, 3, 3, 0, 0}, on_padding[8] = {1, 1, 1, 2, 2, 2, 1, 0};
-  EXPECT_THROW(rows.put_packing(0, positions, too_many, cls_a, nsp_a), Error) << "sequence id 3 of max_pack 2";
-  EXPECT_THROW(rows.put_packing(0, positions, on_padding, cls_a, nsp_a), Error) << "a sequence id where input_mask is 0";
-  const int8_t bad_label[2] = {1, 2};
-  EXPECT_THROW(rows.put_packing(0, positions, sequences, cls_a, bad_label), Error);
-  const int32_t far[2] = {0, 8};
-  EXPECT_THROW(rows.put_packing(0, positions, sequences, far, nsp_a), Error);
-  const SlotLayout plain = SlotLayout::make(ModelKind::bert, 2, 8, 2, 100, true);
-  std::vector<uint8_t> plain_host(plain.bytes);
-  EXPECT_THROW(HostRows(plain, plain_host.data()).put_packing(0, positions, sequences, cls_a, nsp_a), Error);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Megatron's GPT indices: numpy's legacy RandomState and shuffle against values numpy printed,
-// the sample index on hand-checked cases and against a flat reading of the documents, and the
-// blending indices against Megatron's own helpers (megatron-core 0.16.1 helpers_cpp).
+// Megatron's GPT indices: the sample index on hand-checked cases and against a flat reading of the
+// documents, the epoch index, and the blending indices against Megatron's own helpers
+// (megatron-core 0.16.1 helpers_cpp). The numpy RandomState they draw from is numpy_random_test.cpp's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,79 +19,6 @@ void PrintTo(const SamplePoint& p, std::ostream* out) { *out << "(" << p.documen
 
 namespace pretrain::megatron_index_test {
 namespace {
-
-std::vector<uint32_t> draws(uint32_t seed, int n) {
-  NumpyRandomState rng(seed);
-  std::vector<uint32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(rng.next_uint32());
-  return out;
-}
-
-template <typename T>
-std::vector<T> shuffled_arange(uint32_t seed, size_t n) {
-  std::vector<T> x(n);
-  std::iota(x.begin(), x.end(), T(0));
-  NumpyRandomState rng(seed);
-  rng.shuffle(std::span<T>(x));
-  return x;
-}
-
-TEST(NumpyRandomState, RawOutputsMatchNumpy) {
-  // [list(np.random.RandomState(s).randint(0, 2**32, size=4, dtype=np.uint32)) for s in (...)]
-  EXPECT_EQ(draws(0, 4), (std::vector<uint32_t>{2357136044u, 2546248239u, 3071714933u, 3626093760u}));
-  EXPECT_EQ(draws(7, 4), (std::vector<uint32_t>{327741615u, 976413892u, 3349725721u, 1369975286u}));
-  EXPECT_EQ(draws(1234, 4), (std::vector<uint32_t>{822569775u, 2137449171u, 2671936806u, 3512589365u}));
-  EXPECT_EQ(draws(5489, 4), (std::vector<uint32_t>{3499211612u, 581869302u, 3890346734u, 3586334585u}));
-  EXPECT_EQ(draws(4294967295u, 4), (std::vector<uint32_t>{419326371u, 479346978u, 3918654476u, 2416749639u}));
-}
-
-TEST(NumpyRandomState, WideIntervalTakesTwoWordsHighFirst) {
-  // list(np.random.RandomState(s).randint(0, 2**40, size=3, dtype=np.int64)): the legacy masked
-  // path draws next_uint64 & (2^40 - 1), as random_interval does for max >= 2^32.
-  for (auto [seed, expected] : {std::pair<uint32_t, std::vector<uint64_t>>{7, {752595690692ULL, 108744157686ULL, 291964244179ULL}},
-                                {1234, {204000912083ULL, 166721346613ULL, 878802328948ULL}}}) {
-    NumpyRandomState rng(seed);
-    std::vector<uint64_t> got;
-    for (int i = 0; i < 3; ++i) got.push_back(rng.random_interval((uint64_t(1) << 40) - 1));
-    EXPECT_EQ(got, expected) << "seed " << seed;
-  }
-}
-
-TEST(NumpyRandomState, ShuffleMatchesNumpy) {
-  // a = np.arange(n, dtype=np.int32); np.random.RandomState(s).shuffle(a)
-  EXPECT_EQ(shuffled_arange<int32_t>(1234, 1), (std::vector<int32_t>{0}));
-  EXPECT_EQ(shuffled_arange<int32_t>(1234, 2), (std::vector<int32_t>{0, 1}));
-  EXPECT_EQ(shuffled_arange<int32_t>(1234, 5), (std::vector<int32_t>{4, 0, 1, 2, 3}));
-  EXPECT_EQ(shuffled_arange<int32_t>(1234, 10), (std::vector<int32_t>{7, 2, 9, 1, 0, 8, 4, 5, 6, 3}));
-  EXPECT_EQ(shuffled_arange<int32_t>(7, 2), (std::vector<int32_t>{0, 1}));
-  EXPECT_EQ(shuffled_arange<int32_t>(7, 5), (std::vector<int32_t>{0, 3, 2, 1, 4}));
-  EXPECT_EQ(shuffled_arange<int32_t>(7, 10), (std::vector<int32_t>{8, 5, 0, 2, 1, 9, 7, 3, 6, 4}));
-  // a = np.arange(100000, dtype=np.uint32); RandomState(s).shuffle(a);
-  // list(a[:6]), int((a.astype(np.int64) * np.arange(100000)).sum())
-  for (auto [seed, head, dot] : {std::tuple<uint32_t, std::vector<uint32_t>, int64_t>{
-                                     1234, {13504, 72599, 42217, 97650, 99120, 13165}, 249809377481287},
-                                 {7, {33909, 92307, 89107, 9538, 31008, 71305}, 250316905599413}}) {
-    const auto a = shuffled_arange<uint32_t>(seed, 100000);
-    EXPECT_EQ(std::vector<uint32_t>(a.begin(), a.begin() + 6), head);
-    int64_t sum = 0;
-    for (size_t i = 0; i < a.size(); ++i) sum += int64_t(a[i]) * int64_t(i);
-    EXPECT_EQ(sum, dot) << "seed " << seed;
-  }
-}
-
-TEST(NumpyRandomState, ShufflesContinueOneStream) {
-  // r = np.random.RandomState(1234); a = np.arange(10, dtype=np.int32); r.shuffle(a);
-  // b = np.arange(6, dtype=np.uint32); r.shuffle(b)  →  b = [5, 0, 3, 4, 2, 1]
-  NumpyRandomState rng(1234);
-  std::vector<int32_t> a(10);
-  std::iota(a.begin(), a.end(), 0);
-  rng.shuffle(std::span<int32_t>(a));
-  std::vector<uint32_t> b(6);
-  std::iota(b.begin(), b.end(), 0u);
-  rng.shuffle(std::span<uint32_t>(b));
-  EXPECT_EQ(a, (std::vector<int32_t>{7, 2, 9, 1, 0, 8, 4, 5, 6, 3}));
-  EXPECT_EQ(b, (std::vector<uint32_t>{5, 0, 3, 4, 2, 1}));
-}
 
 std::vector<SamplePoint> points(std::vector<int32_t> sizes, int64_t seq_len, bool extra) {
   std::vector<int32_t> order(sizes.size());
