@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/model_kind.h"
+#include "formats/bert_defaults.h"
 
 namespace pretrain {
 
@@ -62,7 +63,7 @@ struct Tensor {
 // first (masked_lm_ids put back at masked_lm_positions), so statically masked shards work too.
 struct DynamicMasking {
   bool enabled = false;
-  double probability = 0.15;
+  double probability = kBertMaskedLmProb;
   int64_t max_predictions = 0;  // 0: the shards' max_predictions
   // Ids, from the manifest's tokenizer when these are -1 / 0 / empty ("mask" or "[MASK]"; every
   // special id but [UNK] is never masked); required otherwise.
@@ -70,6 +71,9 @@ struct DynamicMasking {
   int64_t vocab_size = 0;
   std::vector<int64_t> special_ids;  // never masked ([CLS], [SEP], [PAD], …); padding never is
 };
+
+// BERT: the records shuffled together unless LoaderConfig::shuffle_window says otherwise.
+inline constexpr int64_t kDefaultShuffleWindow = 1 << 16;
 
 struct LoaderConfig {
   // Shards: manifest.json files, directories holding one, shard files (.hdf5, Megatron .bin/.idx
@@ -101,7 +105,7 @@ struct LoaderConfig {
   // BERT: records shuffled together. Whole shards are taken in shuffled order until a window has
   // at least this many records; a window is decoded in memory as a whole (HDF5 chunks are gzip:
   // reading records one by one would inflate a chunk per record). Memory: about 3 windows.
-  int64_t shuffle_window = 1 << 16;
+  int64_t shuffle_window = kDefaultShuffleWindow;
   // GPT: Megatron's add_extra_token_to_sequence (samples of seq_len + 1 tokens that overlap by one).
   bool add_extra_token = true;
   // GPT: samples per epoch of a blend; 0 = the sum of the sources' samples.

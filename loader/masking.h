@@ -3,12 +3,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "formats/bert_defaults.h"
 #include "loader/source.h"
 
 namespace pretrain {
 
 struct MaskingPlan {
-  double probability = 0.15;
+  double probability = kBertMaskedLmProb;
   int64_t max_predictions = 0;  // <= the slot's
   int64_t mask_id = 0;
   int64_t vocab_size = 0;

@@ -128,7 +128,7 @@ struct BertSourceOptions {
   int64_t seq_len = 0;         // 0: the shards'
   uint64_t seed = 0;
   bool shuffle = true;
-  int64_t shuffle_window = 1 << 16;
+  int64_t shuffle_window = kDefaultShuffleWindow;
   // Runs a task in the background (the loader's arena); empty: the next window is not decoded
   // ahead of time. The source waits for its tasks when it is destroyed.
   std::function<void(std::function<void()>)> background;

@@ -16,6 +16,7 @@
 #include "common/json_integer.h"
 #include "common/log.h"
 #include "common/manifest.h"
+#include "formats/bert_defaults.h"
 #include "loader/loader.h"
 #include "trainer/checkpoint.h"
 #include "common/communicator.h"
@@ -30,6 +31,11 @@
 #include "trainer/safetensors.h"
 
 namespace pretrain {
+
+namespace {
+// --plan's vocabulary when neither shards nor --vocab-size say: bert-base-uncased's and GPT-2's.
+constexpr int64_t kBertVocabSize = 30522, kGpt2VocabSize = 50257;
+}  // namespace
 
 void add_train_options(CLI::App& app, TrainOptions& o) {
   const bool bert = o.kind == ModelKind::bert;
@@ -47,14 +53,15 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--hidden", m.hidden, "override the preset's hidden size (intermediate = 4 × hidden)");
   app.add_option("--heads", m.heads, "override the preset's attention heads");
   app.add_option("--vocab-size", m.vocab_size,
-                 "vocabulary rows (default: the manifest's; larger pads it; --plan: BERT 30522, GPT-2 50257)");
+                 cat("vocabulary rows (default: the manifest's; larger pads it; --plan: BERT ", kBertVocabSize, ", GPT-2 ",
+                     kGpt2VocabSize, ")"));
   app.add_option("--max-positions", m.max_positions, "override the preset's position embeddings (BERT 512, GPT-2 1024)");
   app.add_option("--dropout", m.dropout, "hidden and attention dropout (default: BERT 0.1, GPT 0)");
   app.add_flag("--recompute", m.recompute, "recompute GELU outputs and attention probabilities in the backward pass (less activation memory)");
   app.add_option("--batch-size", d.batch_size, "samples per micro-batch")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--grad-accum", d.grad_accum, "micro-batches per step")->capture_default_str()->check(CLI::PositiveNumber);
-  if (!bert) app.add_option("--seq-len", d.seq_len, "tokens per sample (default: 1024, at most the model's positions)");
-  else app.add_option("--seq-len", d.seq_len, "tokens per sample for --plan (default 128; training takes the shards')");
+  if (!bert) app.add_option("--seq-len", d.seq_len, cat("tokens per sample (default: ", kGptSeqLen, ", at most the model's positions)"));
+  else app.add_option("--seq-len", d.seq_len, cat("tokens per sample for --plan (default ", kBertSeqLen, "; training takes the shards')"));
   if (bert) app.add_flag("--dynamic-masking", d.dynamic_masking, "mask anew each epoch (LDDL style) in the loader");
   app.add_option("--workers", d.workers, "loader threads")->capture_default_str();
   app.add_option("--max-steps", r.max_steps, "optimizer steps")->capture_default_str()->check(CLI::PositiveNumber);
@@ -124,7 +131,8 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--world-size", o.plan.world_size,
                  "--plan: ranks of the launch to plan (default: this launch's, or outside mpirun tensor × pipeline)");
   if (bert)
-    app.add_option("--max-predictions", o.plan.max_predictions, "--plan: masked positions per sample (default ceil(0.15 × seq))");
+    app.add_option("--max-predictions", o.plan.max_predictions,
+                   cat("--plan: masked positions per sample (default ceil(", kBertMaskedLmProb, " × seq))"));
   app.add_option("--device-memory-gb", o.plan.device_memory_gb, "--plan: say whether each rank fits this much device memory");
 }
 
@@ -170,16 +178,16 @@ int print_plan(const TrainOptions& o) {
   const Communicator& world = Communicator::world();
   const bool bert = o.kind == ModelKind::bert;
   PlanRequest r;
-  r.seq_len = o.data.seq_len ? o.data.seq_len : bert ? 128 : 1024;
-  r.model = with_vocabulary(preset_config(o.kind, o.model), o.model, o.model.vocab_size ? o.model.vocab_size : bert ? 30522 : 50257,
-                            r.seq_len);
+  r.seq_len = o.data.seq_len ? o.data.seq_len : bert ? kBertSeqLen : kGptSeqLen;
+  r.model = with_vocabulary(preset_config(o.kind, o.model), o.model,
+                            o.model.vocab_size ? o.model.vocab_size : bert ? kBertVocabSize : kGpt2VocabSize, r.seq_len);
   // Outside mpirun the smallest launch of the layout: data parallel 1.
   r.world = o.plan.world_size     ? o.plan.world_size
             : world.distributed() ? world.size()
                                   : o.parallel.tensor * o.parallel.pipeline;
   r.grid = grid_shape(o.parallel);
   r.micro_batch = o.data.batch_size, r.grad_accum = o.data.grad_accum;
-  r.predictions = o.plan.max_predictions ? o.plan.max_predictions : int64_t(std::ceil(0.15 * double(r.seq_len)));
+  r.predictions = o.plan.max_predictions ? o.plan.max_predictions : int64_t(std::ceil(kBertMaskedLmProb * double(r.seq_len)));
   r.recompute = o.model.recompute, r.zero1 = o.parallel.zero == 1;
   r.lamb = parse_optimizer(o.optimizer_name) == OptimizerKind::lamb;
   r.cuda = o.run.device != "cpu";
@@ -219,7 +227,7 @@ LoaderConfig loader_config(const TrainOptions& o, const Grid& grid, const Device
   lc.id_dtype = TensorDType::i32;
   lc.masking.enabled = o.data.dynamic_masking;
   lc.bin_batches = o.data.grad_accum;  // --bin-size shards: a step's micro-batches come from one bin
-  if (!bert) lc.seq_len = o.data.seq_len ? o.data.seq_len : std::min<int64_t>(1024, preset.max_positions);
+  if (!bert) lc.seq_len = o.data.seq_len ? o.data.seq_len : std::min<int64_t>(kGptSeqLen, preset.max_positions);
   return lc;
 }
 

@@ -25,12 +25,16 @@ struct ModelOptions {
   bool recompute = false;
 };
 
+// GPT's tokens per sample unless --seq-len says otherwise (GPT-2's context), at most the model's
+// positions. BERT's (for --plan: training takes the shards') is formats/bert_defaults.h's.
+inline constexpr int64_t kGptSeqLen = 1024;
+
 // What the loader reads, in what batches.
 struct DataOptions {
   std::vector<std::string> sources;  // directories, manifests, files, globs
   int64_t batch_size = 32;  // samples per micro-batch per data-parallel rank
   int64_t grad_accum = 1;   // micro-batches per step
-  int64_t seq_len = 0;      // GPT: tokens per sample (default 1024, or the model's positions); BERT: --plan only
+  int64_t seq_len = 0;      // 0: kGptSeqLen (at most the model's positions); BERT: --plan only (kBertSeqLen)
   bool dynamic_masking = false;
   int workers = 2;
 };
@@ -73,7 +77,7 @@ struct EvalOptions {
 struct PlanOptions {
   bool on = false;
   int world_size = 0;           // 0: the ranks of this launch, or tensor × pipeline outside mpirun
-  int64_t max_predictions = 0;  // BERT; 0: ceil(0.15 × seq)
+  int64_t max_predictions = 0;  // BERT; 0: ceil(kBertMaskedLmProb × seq)
   double device_memory_gb = 0;
 };
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/bert_defaults.h"
 #include "formats/bert_hdf5.h"
 
 namespace pretrain {
@@ -20,9 +21,9 @@ namespace pretrain {
 using TokenId32 = int32_t;
 
 struct BertInstanceOptions {
-  int seq_len = 128;
-  int max_predictions = 20;
-  double masked_lm_prob = 0.15;
+  int seq_len = kBertSeqLen;
+  int max_predictions = kBertMaxPredictions;
+  double masked_lm_prob = kBertMaskedLmProb;
   double short_seq_prob = 0.1;
   bool whole_word_mask = false;
 };
@@ -97,6 +98,9 @@ void create_instances_from_document(const DocumentCorpus& corpus, size_t documen
 template <typename Rng>
 void create_masked_lm_predictions(BertInstance& inst, const BertInstanceOptions& options, const BertMaskVocab& vocab,
                                   Rng& rng);
+
+// create_pretraining_data.py's dupe_factor: passes over the data, each with other masks.
+inline constexpr int kBertDupeFactor = 10;
 
 // create_training_instances() as the Python script runs it with one random.Random(seed): shuffle
 // the (non-empty) documents, then dupe_factor passes over every document, then shuffle all the

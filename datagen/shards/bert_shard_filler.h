@@ -10,14 +10,16 @@
 #include "datagen/shards/bert_instances.h"
 #include "datagen/shards/bert_spill_record.h"
 #include "datagen/shards/make_shards_stats.h"
+#include "datagen/shards/rng_streams.h"
 #include "datagen/shards/shard_series.h"
+#include "formats/bert_defaults.h"
 #include "formats/bert_hdf5.h"
 
 namespace pretrain {
 
 struct BertShardFillerOptions {
-  int seq_len = 128;
-  int max_predictions = 20;
+  int seq_len = kBertSeqLen;
+  int max_predictions = kBertMaxPredictions;
   int compression_level = kDefaultGzipLevel;  // gzip level of the HDF5 chunks (0–9)
   TokenId32 mask_id = -1;     // [MASK], to count how each prediction was masked
   int histogram_seq_len = 0;  // the length histogram's range (0: seq_len); a bin's shards use the run's
@@ -31,8 +33,8 @@ struct BertShardFillerOptions {
 // rules, the passes over the data, the seed and the gzip level.
 struct BertStageOptions {
   BertInstanceOptions instances;  // seq_len, max_predictions, masked_lm_prob, short_seq_prob, whole_word_mask
-  int dupe_factor = 10;
-  uint64_t seed = 12345;
+  int dupe_factor = kBertDupeFactor;
+  uint64_t seed = kDefaultShardSeed;
   int compression_level = kDefaultGzipLevel;
   int bin_size = 0;  // --bin-size: LDDL's length bins (length_bins.h); 0: none
   int max_pack = 0;  // --pack's --max-pack: instances per packed row (packing.h); 0: not packed

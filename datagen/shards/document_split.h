@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "datagen/shards/rng_streams.h"
+
 namespace pretrain {
 
 struct DocumentSplitOptions {
-  uint64_t seed = 12345;
+  uint64_t seed = kDefaultShardSeed;
   double valid_fraction = 0;  // share of documents held out, in [0, 1)
   bool shuffle = false;       // gpt: the documents in a seeded order rather than the store's
   void check() const;         // UsageError naming --valid-fraction when it is outside [0, 1)

@@ -24,11 +24,12 @@
 #include "datagen/shards/bert_shard_filler.h"
 #include "datagen/shards/make_shards_stats.h"
 #include "datagen/shards/shard_series.h"
+#include "formats/bert_defaults.h"
 
 namespace pretrain {
 
 struct LengthBins {
-  int seq_len = 128;
+  int seq_len = kBertSeqLen;
   int bin_size = 0;  // 0: no binning (one bin, padded to seq_len)
 
   bool binned() const { return bin_size > 0; }

@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
   app.add_flag("--pack", o.pack,
                "BERT: pack several instances into each --seq-len row, first-fit decreasing (extra datasets say "
                "where each instance is; not with --bin-size)");
-  app.add_option("--max-pack", o.max_pack, "BERT --pack: at most this many instances per row, 1-127 (default 3)");
+  app.add_option("--max-pack", o.max_pack,
+                 cat("BERT --pack: at most this many instances per row, 1-127 (default ", kDefaultMaxPack, ")"));
   app.add_option("--valid-fraction", o.valid_fraction, "share of documents held out into <output>/valid")
       ->capture_default_str();
   app.add_option("--format", format, "GPT: megatron (.bin/.idx) or llmc (llm.c .bin)")

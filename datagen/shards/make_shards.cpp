@@ -21,7 +21,7 @@ namespace pretrain {
 namespace {
 
 // Instances per packed row; 0: not packed.
-int max_pack(const MakeShardsOptions& o) { return o.pack ? o.max_pack.value_or(MakeShardsOptions::kDefaultMaxPack) : 0; }
+int max_pack(const MakeShardsOptions& o) { return o.pack ? o.max_pack.value_or(kDefaultMaxPack) : 0; }
 
 BertMaskVocab mask_vocab_of(const Tokenizer& tok) {
   std::vector<std::string> entries(size_t(tok.vocab_size()));

@@ -31,6 +31,8 @@
 #include "datagen/shards/bert_instances.h"
 #include "datagen/shards/gpt_shards.h"
 #include "datagen/shards/make_shards_stats.h"
+#include "datagen/shards/packing.h"
+#include "datagen/shards/rng_streams.h"
 #include "datagen/shards/shard_series.h"
 #include "datagen/shards/token_store.h"
 #include "formats/bert_hdf5.h"
@@ -47,20 +49,19 @@ struct MakeShardsOptions {
   TokenizerOptions tokenizer_options;
   std::string output_dir;
   BertInstanceOptions bert;  // seq_len, max_predictions, masked_lm_prob, short_seq_prob, whole_word_mask
-  int dupe_factor = 10;
+  int dupe_factor = kBertDupeFactor;
   // BERT: gzip level of the HDF5 chunks, 0–9 (libdeflate's levels, which follow zlib's scale). The
   // default, 1, makes files about as small as NVIDIA's (zlib's level 4) for a third of the CPU time;
   // higher levels make them a few % smaller for several times more; 0 stores the chunks
   // uncompressed (still inside the gzip filter, so every reader works). The records are the same at
   // every level.
   int compression_level = kDefaultGzipLevel;
-  uint64_t seed = 12345;
+  uint64_t seed = kDefaultShardSeed;
   ShardRng rng = ShardRng::counter;
   int num_shards = 1;          // per split; with bin_size, per bin (at most one per record)
   int bin_size = 0;            // BERT: LDDL's length bins (length_bins.h); 0: none
   bool pack = false;           // BERT: several instances per row (packing.h; not with bin_size)
   std::optional<int> max_pack;  // --max-pack: instances per packed row (only with pack); kDefaultMaxPack
-  static constexpr int kDefaultMaxPack = 3;
   double valid_fraction = 0;  // share of documents held out into <output>/valid/
   std::string lang = "en";    // sentence splitting of document-shard inputs
   GptFormat gpt_format = GptFormat::megatron;

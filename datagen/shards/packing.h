@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "formats/bert_defaults.h"
+
 namespace pretrain {
 
 struct PackItem {
@@ -18,8 +20,11 @@ struct PackItem {
   uint32_t predictions = 0;  // ≤ max_predictions
 };
 
+// --max-pack's default: MLPerf's packing puts at most 3 instances in a row.
+inline constexpr int kDefaultMaxPack = 3;
+
 struct PackLimits {
-  uint32_t seq_len = 128, max_predictions = 20, max_pack = 3;
+  uint32_t seq_len = kBertSeqLen, max_predictions = kBertMaxPredictions, max_pack = kDefaultMaxPack;
 };
 
 // Packs as item indices: pack p is items[starts[p], starts[p + 1]), its items in the order they

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/bert_defaults.h"
 #include "trainer/model.h"
 #include "trainer/parallel/grid.h"
 
@@ -20,7 +21,7 @@ struct PlanRequest {
   ModelConfig model;
   int world = 1;  // ranks: data parallel = world / (tensor × pipeline)
   GridShape grid;
-  int64_t micro_batch = 1, grad_accum = 1, seq_len = 128;
+  int64_t micro_batch = 1, grad_accum = 1, seq_len = kBertSeqLen;
   int64_t predictions = 0;  // BERT: masked positions per sample (max_predictions)
   bool recompute = false;
   bool zero1 = false;
