@@ -225,6 +225,38 @@ struct EpochIterator {
   }
 };
 
+// Loader's docstring: {key} stands for the default of that option, LoaderConfig's (as
+// loader_config_to_json spells it), written as Python does (id_dtype's is int64 here).
+const char* const kLoaderDoc = R"(Loader(sources, kind="bert", **options)
+
+sources: a manifest.json, a directory holding one, shard files or globs (str, os.PathLike, or a list).
+options (defaults in brackets): batch_size [{batch_size}] per rank, seq_len [BERT: the shards'; GPT: required],
+rank [{rank}], world_size [{world_size}], seed [{seed}], shuffle [{shuffle}], drop_last [{drop_last}], epochs [{epochs} = no end],
+workers [{workers}], prefetch [{prefetch}], device [{device} | "cuda" | "cuda:N"], pin_memory [{pin_memory}],
+narrow_tokens [{narrow_tokens}], id_dtype ["int64" | "int32"], shuffle_window [{shuffle_window}], bin_batches [{bin_batches}]
+(--bin-size outputs: global batches per bin draw), weights (GPT blends),
+add_extra_token [{add_extra_token}], samples_per_epoch [{samples_per_epoch}], verify_checksums [{verify_checksums}], dynamic_masking [{dynamic_masking}],
+mask_probability [{mask_probability}], max_predictions [{max_predictions} = the shards'], mask_id, vocab_size, special_ids
+[from the manifest's tokenizer], consumer_stream [{consumer_stream}].
+
+Iterating yields the rest of the current epoch's batches, each a dict of numpy arrays that share
+the loader's memory (no copy); the batch's ring slot returns to the loader when all its arrays are
+gone. Iterate again for the next epoch.)";
+
+std::string with_defaults(const std::string& text) {
+  const json defaults = pretrain::loader_config_to_json(pretrain::LoaderConfig{});
+  std::string out;
+  size_t at = 0;
+  for (size_t open; (open = text.find('{', at)) != std::string::npos;) {
+    const size_t close = text.find('}', open);
+    const json& value = defaults.at(text.substr(open + 1, close - open - 1));
+    out += text.substr(at, open - at);
+    out += value.is_boolean() ? (value.get<bool>() ? "True" : "False") : value.dump();
+    at = close + 1;
+  }
+  return out + text.substr(at);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(pretrain_loader, m) {
@@ -247,21 +279,8 @@ PYBIND11_MODULE(pretrain_loader, m) {
       .def("__iter__", [](py::object self) { return self; })
       .def("__next__", &EpochIterator::next);
 
-  py::class_<PyLoader>(m, "Loader", R"(Loader(sources, kind="bert", **options)
-
-sources: a manifest.json, a directory holding one, shard files or globs (str, os.PathLike, or a list).
-options (defaults in brackets): batch_size [32] per rank, seq_len [BERT: the shards'; GPT: required],
-rank [0], world_size [1], seed [1234], shuffle [True], drop_last [True], epochs [0 = no end],
-workers [2], prefetch [4], device ["cpu" | "cuda" | "cuda:N"], pin_memory [True],
-narrow_tokens [True], id_dtype ["int64" | "int32"], shuffle_window [131072], bin_batches [1]
-(--bin-size outputs: global batches per bin draw), weights (GPT blends),
-add_extra_token [True], samples_per_epoch [0], verify_checksums [False], dynamic_masking [False],
-mask_probability [0.15], max_predictions [0 = the shards'], mask_id, vocab_size, special_ids
-[from the manifest's tokenizer], consumer_stream [0].
-
-Iterating yields the rest of the current epoch's batches, each a dict of numpy arrays that share
-the loader's memory (no copy); the batch's ring slot returns to the loader when all its arrays are
-gone. Iterate again for the next epoch.)")
+  static const std::string loader_doc = with_defaults(kLoaderDoc);
+  py::class_<PyLoader>(m, "Loader", loader_doc.c_str())
       .def(py::init([](py::object sources, py::object kind, py::kwargs options) {
              options["kind"] = kind;
              return std::make_unique<PyLoader>(sources, options);

@@ -13,9 +13,12 @@
 - Dynamic masking: mask_id at ≈ 15%·80% of the non-special tokens, labels = the original tokens,
   the same for a seed, different for another seed and another epoch.
 - Errors: a missing shard raises naming it, an unknown option raises ValueError naming it, a bad
-  state string raises ValueError."""
+  state string raises ValueError.
+- The defaults Loader's docstring gives in brackets are those a loader takes without the option."""
+import ast
 import gc
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -316,6 +319,22 @@ def errors(shards, tmp):
     check(loader.next_batch() is not None, "the loader does not work after refused calls")
 
 
+def documented_defaults(shards):
+    config = pretrain_loader.Loader(shards).config
+    doc = " ".join(pretrain_loader.Loader.__doc__.split())
+    compared = []
+    for key, text in re.findall(r"(\w+) \[([^\]]*)\]", doc):  # `name [default]`, `name [0 = what it means]`
+        try:
+            value = ast.literal_eval(text.split(" = ")[0].split(" | ")[0])
+        except (ValueError, SyntaxError):
+            continue  # words, not a value: seq_len [BERT: the shards'; ...]
+        check(key in config, f"the docstring gives a default for {key}, which is no option")
+        check(config[key] == value, f"the docstring says {key} [{text}], a loader takes {config[key]!r}")
+        compared.append(key)
+    check(len(compared) >= 20, f"only {compared} found in the docstring")
+    print(f"docstring: the {len(compared)} defaults in brackets are a loader's")
+
+
 def main():
     with cu.tempdir() as tmp:
         rng = np.random.default_rng(2024)
@@ -330,6 +349,7 @@ def main():
         state_restore(shards)
         dynamic_masking(shards, ref)
         errors(shards, tmp)
+        documented_defaults(shards)
     print("OK")
 
 
