@@ -9,20 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "common/cuda_check.h"
 #include "common/device.h"
-#include "common/error.h"
 #include "loader/device_copy.h"
 
 namespace pretrain {
 
 namespace {
-
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    throw Error(std::string("loader: ") + what + ": " + cudaGetErrorString(err));
-  }
-}
 
 // One launch per pass (widen.h): 0 = GPT, 1 = BERT tokens, 2 = BERT predictions.
 template <typename T>
@@ -41,7 +34,7 @@ void launch_widen(const WidenArgs<T>& a, bool bert, cudaStream_t stream) {
     const int threads = 256;
     const int blocks = int(std::min<int64_t>((n + threads - 1) / threads, 4096));
     widen_kernel<<<blocks, threads, 0, stream>>>(a, n, pass);
-    check(cudaGetLastError(), "widen kernel launch");
+    cuda_check(cudaGetLastError(), "widen kernel launch");
   };
   if (!bert) return launch(a.rows * a.seq_len, 0);
   launch(a.rows * a.seq_len, 1);
@@ -52,11 +45,11 @@ class CudaBackend final : public DeviceBackend {
  public:
   CudaBackend(int device, int host_slots, int device_slots, bool pinned) : device_(device), pinned_(pinned) {
     require_device("cuda:" + std::to_string(device));
-    check(cudaSetDevice(device), "cudaSetDevice");
-    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    cuda_check(cudaSetDevice(device), "cudaSetDevice");
+    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     auto make_events = [](std::vector<cudaEvent_t>& v, int n) {
       v.resize(size_t(n));
-      for (auto& e : v) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+      for (auto& e : v) cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     };
     make_events(host_done_, host_slots);
     make_events(ready_, device_slots);
@@ -74,7 +67,7 @@ class CudaBackend final : public DeviceBackend {
   bool needs_staging() const override { return true; }
   uint8_t* alloc_host(size_t bytes) override {
     void* p = nullptr;
-    if (pinned_) check(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    if (pinned_) cuda_check(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "cudaHostAlloc");
     else if (!(p = std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095)))) throw std::bad_alloc();
     return static_cast<uint8_t*>(p);
   }
@@ -84,26 +77,26 @@ class CudaBackend final : public DeviceBackend {
   uint8_t* alloc_device(size_t bytes) override {
     cudaSetDevice(device_);
     void* p = nullptr;
-    check(cudaMalloc(&p, bytes), "cudaMalloc");
+    cuda_check(cudaMalloc(&p, bytes), "cudaMalloc");
     return static_cast<uint8_t*>(p);
   }
   void free_device(uint8_t* p) override { cudaFree(p); }
 
   void copy(const CopyJob& job) override {
-    check(cudaSetDevice(device_), "cudaSetDevice");
+    cuda_check(cudaSetDevice(device_), "cudaSetDevice");
     const int d = job.device_slot;
-    check(cudaStreamWaitEvent(stream_, consumed_[size_t(d)], 0), "cudaStreamWaitEvent(consumed)");
+    cuda_check(cudaStreamWaitEvent(stream_, consumed_[size_t(d)], 0), "cudaStreamWaitEvent(consumed)");
     uint8_t* staging = job.device + job.out->staging;
-    check(cudaMemcpyAsync(staging, job.host, job.slot->bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
-    check(cudaEventRecord(host_done_[size_t(job.host_slot)], stream_), "cudaEventRecord(host_done)");
+    cuda_check(cudaMemcpyAsync(staging, job.host, job.slot->bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+    cuda_check(cudaEventRecord(host_done_[size_t(job.host_slot)], stream_), "cudaEventRecord(host_done)");
     const bool bert = job.slot->kind == ModelKind::bert;
     if (job.out->id_size == 8) launch_widen(widen_args<int64_t>(*job.slot, *job.out, job.rows, staging, job.device), bert, stream_);
     else launch_widen(widen_args<int32_t>(*job.slot, *job.out, job.rows, staging, job.device), bert, stream_);
-    check(cudaEventRecord(ready_[size_t(d)], stream_), "cudaEventRecord(ready)");
+    cuda_check(cudaEventRecord(ready_[size_t(d)], stream_), "cudaEventRecord(ready)");
   }
-  void wait_host_free(int h) override { check(cudaEventSynchronize(host_done_[size_t(h)]), "cudaEventSynchronize(host_done)"); }
+  void wait_host_free(int h) override { cuda_check(cudaEventSynchronize(host_done_[size_t(h)]), "cudaEventSynchronize(host_done)"); }
   void wait_ready(int d, void* consumer) override {
-    check(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer), ready_[size_t(d)], 0), "cudaStreamWaitEvent(ready)");
+    cuda_check(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer), ready_[size_t(d)], 0), "cudaStreamWaitEvent(ready)");
   }
   void consumed(int d, void* consumer) override {
     cudaSetDevice(device_);

@@ -11,6 +11,7 @@
 #include <string>
 #include <tuple>
 
+#include "common/cuda_check.h"
 #include "common/error.h"
 #include "trainer/backend_cuda.h"
 #include "trainer/gemm_layout.h"
@@ -18,15 +19,8 @@
 namespace pretrain {
 namespace {
 
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    throw Error(std::string("trainer: ") + what + ": " + cudaGetErrorString(err));
-  }
-}
-
 void check(cublasStatus_t status, const char* what) {
-  if (status != CUBLAS_STATUS_SUCCESS) throw Error(cat("trainer: ", what, ": cuBLAS status ", int(status)));
+  if (status != CUBLAS_STATUS_SUCCESS) throw Error(cat("cuBLAS ", what, ": status ", int(status)));
 }
 
 cudaStream_t stream_of(const Device& d) { return static_cast<cudaStream_t>(d.stream); }
@@ -152,7 +146,7 @@ void cuda_launch(const Device& d, int64_t n, const Op& op) {
   const int threads = 256;
   const int blocks = int(std::min<int64_t>((n + threads - 1) / threads, 65535));
   op_kernel<<<blocks, threads, 0, stream_of(d)>>>(op, n);
-  check(cudaGetLastError(), "kernel launch");
+  cuda_check(cudaGetLastError(), "kernel launch");
 }
 #define PRETRAIN_INSTANTIATE(Op) template void cuda_launch<kernels::Op>(const Device&, int64_t, const kernels::Op&);
 PRETRAIN_TRAINER_KERNELS(PRETRAIN_INSTANTIATE)
@@ -161,9 +155,9 @@ PRETRAIN_TRAINER_KERNELS(PRETRAIN_INSTANTIATE)
 namespace cuda {
 
 void open(Device& d, int index) {
-  check(cudaSetDevice(index), "cudaSetDevice");
+  cuda_check(cudaSetDevice(index), "cudaSetDevice");
   cudaStream_t stream = nullptr;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   d.stream = stream;
   auto* g = new GemmState;
   d.blas = g;
@@ -171,9 +165,9 @@ void open(Device& d, int index) {
   check(cublasSetStream(g->blas, stream), "cublasSetStream");
   check(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");  // no TF32, as compute_type
   check(cublasLtCreate(&g->lt), "cublasLtCreate");
-  check(cudaMalloc(&g->workspace, g->workspace_bytes), "cudaMalloc (cuBLASLt workspace)");
+  cuda_check(cudaMalloc(&g->workspace, g->workspace_bytes), "cudaMalloc (cuBLASLt workspace)");
   cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+  cuda_check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
   d.name = prop.name;
 }
 
@@ -197,8 +191,8 @@ void close(Device& d) {
 void* alloc(const Device& d, size_t bytes) {
   if (bytes == 0) return nullptr;
   void* p = nullptr;
-  check(cudaMalloc(&p, bytes), "cudaMalloc");
-  check(cudaMemsetAsync(p, 0, bytes, stream_of(d)), "cudaMemsetAsync");
+  cuda_check(cudaMalloc(&p, bytes), "cudaMalloc");
+  cuda_check(cudaMemsetAsync(p, 0, bytes, stream_of(d)), "cudaMemsetAsync");
   return p;
 }
 
@@ -209,22 +203,22 @@ void free(const Device& d, void* p) {
 }
 
 void zero(const Device& d, void* p, size_t bytes) {
-  if (bytes) check(cudaMemsetAsync(p, 0, bytes, stream_of(d)), "cudaMemsetAsync");
+  if (bytes) cuda_check(cudaMemsetAsync(p, 0, bytes, stream_of(d)), "cudaMemsetAsync");
 }
 
 void copy_to_device(const Device& d, void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_of(d)), "cudaMemcpyAsync");
-  check(cudaStreamSynchronize(stream_of(d)), "cudaStreamSynchronize");  // src may be a temporary
+  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_of(d)), "cudaMemcpyAsync");
+  cuda_check(cudaStreamSynchronize(stream_of(d)), "cudaStreamSynchronize");  // src may be a temporary
 }
 
 void copy_to_host(const Device& d, void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_of(d)), "cudaMemcpyAsync");
-  check(cudaStreamSynchronize(stream_of(d)), "cudaStreamSynchronize");
+  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_of(d)), "cudaMemcpyAsync");
+  cuda_check(cudaStreamSynchronize(stream_of(d)), "cudaStreamSynchronize");
 }
 
-void synchronize(const Device& d) { check(cudaStreamSynchronize(stream_of(d)), "cudaStreamSynchronize"); }
+void synchronize(const Device& d) { cuda_check(cudaStreamSynchronize(stream_of(d)), "cudaStreamSynchronize"); }
 
 void gemm_batched(const Device& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* A, int64_t lda, int64_t sa, const float* B, int64_t ldb, int64_t sb,

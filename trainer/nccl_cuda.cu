@@ -3,6 +3,7 @@
 // kernels that wrote the gradients without a host synchronisation.
 #include <nccl.h>
 
+#include "common/cuda_check.h"
 #include "common/error.h"
 #include "trainer/nccl.h"
 
@@ -13,10 +14,6 @@ void check(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) throw Error(cat("NCCL ", what, ": ", ncclGetErrorString(r)));
 }
 
-void check(cudaError_t r, const char* what) {
-  if (r != cudaSuccess) throw Error(cat("CUDA ", what, ": ", cudaGetErrorString(r)));
-}
-
 class Nccl final : public DeviceCommunicator {
  public:
   Nccl(const Communicator& comm, const Device& device) : compute_(static_cast<cudaStream_t>(device.stream)) {
@@ -24,17 +21,17 @@ class Nccl final : public DeviceCommunicator {
     if (comm.rank() == 0) check(ncclGetUniqueId(&id), "get unique id");
     comm.broadcast(&id, sizeof id, 0);
     check(ncclCommInitRank(&comm_, comm.size(), id, comm.rank()), "init rank");
-    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream create");
-    check(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming), "event create");
-    check(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming), "event create");
+    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream create");
+    cuda_check(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming), "event create");
+    cuda_check(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming), "event create");
   }
   ~Nccl() override {
     if (comm_) ncclCommDestroy(comm_);
     cudaEventDestroy(computed_), cudaEventDestroy(reduced_), cudaStreamDestroy(stream_);
   }
   void all_reduce_sum(float* data, int64_t n) override {
-    check(cudaEventRecord(computed_, compute_), "event record");  // the gradients' kernels, queued so far
-    check(cudaStreamWaitEvent(stream_, computed_, 0), "stream wait");
+    cuda_check(cudaEventRecord(computed_, compute_), "event record");  // the gradients' kernels, queued so far
+    cuda_check(cudaStreamWaitEvent(stream_, computed_, 0), "stream wait");
     check(ncclAllReduce(data, data, size_t(n), ncclFloat, ncclSum, comm_, stream_), "all-reduce");
   }
   void all_reduce_inline(float* data, int64_t n, bool max) override {
@@ -50,8 +47,8 @@ class Nccl final : public DeviceCommunicator {
     check(ncclReduceScatter(in, out, size_t(n), ncclFloat, ncclSum, comm_, compute_), "reduce-scatter");
   }
   void join() override {
-    check(cudaEventRecord(reduced_, stream_), "event record");
-    check(cudaStreamWaitEvent(compute_, reduced_, 0), "stream wait");
+    cuda_check(cudaEventRecord(reduced_, stream_), "event record");
+    cuda_check(cudaStreamWaitEvent(compute_, reduced_, 0), "stream wait");
   }
 
  private:
