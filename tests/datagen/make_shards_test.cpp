@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -437,30 +438,52 @@ std::vector<StoredRecord> bert_records(const std::string& dir) {
   return out;
 }
 
-TEST_F(MakeShards, BinnedShardsHoldTheSameRecordsEachInItsBin) {
+// For each RNG, `o` made into plain shards and, changed by `change`, into shards of another kind
+// (binned, packed), to compare: the counter RNG's runs with a valid split, the python RNG's without
+// (it holds none out).
+struct PlainAndChanged {
+  std::string tag;  // "counter" or "python"
+  std::string plain_dir, changed_dir;
+  MakeShardsOptions changed;
+  MakeShardsStats plain_stats, changed_stats;
+  std::vector<std::string> splits;  // "" (train), and "valid" but for the python RNG
+};
+std::vector<PlainAndChanged> plain_and_changed(MakeShardsOptions o, const TempDir& dir, const std::string& name,
+                                               const std::function<void(MakeShardsOptions&)>& change) {
+  std::vector<PlainAndChanged> runs;
   for (ShardRng rng : {ShardRng::counter, ShardRng::python}) {
-    const std::string tag = rng == ShardRng::python ? "python" : "counter";
-    MakeShardsOptions o = bert_options(corpus, dir.file("plain-" + tag));
+    PlainAndChanged r;
+    r.tag = rng == ShardRng::python ? "python" : "counter";
+    r.splits = rng == ShardRng::python ? std::vector<std::string>{""} : std::vector<std::string>{"", "valid"};
     o.rng = rng;
     o.valid_fraction = rng == ShardRng::python ? 0 : 0.2;
-    run_make_shards(o);
-    o.output_dir = dir.file("binned-" + tag);
-    o.bin_size = 8;
-    const MakeShardsStats stats = run_make_shards(o);
-    for (const std::string split : {"", "valid"}) {
-      if (rng == ShardRng::python && !split.empty()) continue;
-      const std::string binned = path_join(o.output_dir, split);
-      auto plain = bert_records(path_join(dir.file("plain-" + tag), split));
+    o.output_dir = r.plain_dir = dir.file("plain-" + r.tag);
+    r.plain_stats = run_make_shards(o);
+    r.changed = o;
+    change(r.changed);
+    r.changed.output_dir = r.changed_dir = dir.file(name + "-" + r.tag);
+    r.changed_stats = run_make_shards(r.changed);
+    runs.push_back(r);
+  }
+  return runs;
+}
+
+TEST_F(MakeShards, BinnedShardsHoldTheSameRecordsEachInItsBin) {
+  for (const PlainAndChanged& r : plain_and_changed(bert_options(corpus, ""), dir, "binned",
+                                                    [](MakeShardsOptions& o) { o.bin_size = 8; })) {
+    for (const std::string& split : r.splits) {
+      const std::string binned = path_join(r.changed_dir, split);
+      auto plain = bert_records(path_join(r.plain_dir, split));
       auto bins = bert_records(binned);
       ASSERT_FALSE(plain.empty());
-      ASSERT_EQ(plain.size(), bins.size()) << tag << " " << split;
-      for (const StoredRecord& r : bins) {
-        const int64_t n = std::stoll(r.record.substr(r.record.rfind(' ') + 1));
-        EXPECT_EQ(r.stored_length, ((n - 1) / 8 + 1) * 8) << "LDDL's bin (n − 1) / 8, padded to its edge: " << r.record;
+      ASSERT_EQ(plain.size(), bins.size()) << r.tag << " " << split;
+      for (const StoredRecord& record : bins) {
+        const int64_t n = std::stoll(record.record.substr(record.record.rfind(' ') + 1));
+        EXPECT_EQ(record.stored_length, ((n - 1) / 8 + 1) * 8) << "LDDL's bin (n − 1) / 8, padded to its edge: " << record.record;
       }
       std::sort(plain.begin(), plain.end());
       std::sort(bins.begin(), bins.end());
-      for (size_t i = 0; i < plain.size(); ++i) ASSERT_EQ(plain[i].record, bins[i].record) << tag << " " << split;
+      for (size_t i = 0; i < plain.size(); ++i) ASSERT_EQ(plain[i].record, bins[i].record) << r.tag << " " << split;
       const Manifest m = Manifest::read(path_join(binned, kManifestName));
       EXPECT_EQ(m.format, kFormatBertHdf5Binned);
       EXPECT_TRUE(m.complete);
@@ -468,7 +491,7 @@ TEST_F(MakeShards, BinnedShardsHoldTheSameRecordsEachInItsBin) {
       for (uint64_t n : m.extra.at("bin_records").get<std::vector<uint64_t>>()) listed += n;
       EXPECT_EQ(listed, bins.size());
     }
-    EXPECT_EQ(stats.instances, bert_records(o.output_dir).size());
+    EXPECT_EQ(r.changed_stats.instances, bert_records(r.changed_dir).size());
   }
 }
 
@@ -509,43 +532,36 @@ std::vector<std::string> unpacked_records(const std::string& dir, uint64_t* rows
 }
 
 TEST_F(MakeShards, PackedShardsHoldTheSameInstancesAsUnpacked) {
-  for (ShardRng rng : {ShardRng::counter, ShardRng::python}) {
-    const std::string tag = rng == ShardRng::python ? "python" : "counter";
-    MakeShardsOptions o = bert_options(corpus, dir.file("plain-" + tag));
-    o.rng = rng;
-    o.valid_fraction = rng == ShardRng::python ? 0 : 0.2;
-    o.bert.seq_len = 64, o.bert.max_predictions = 10;  // rows longer than the test's documents hold several
-    const MakeShardsStats plain_stats = run_make_shards(o);
-    o.output_dir = dir.file("packed-" + tag);
-    o.pack = true;
-    const MakeShardsStats stats = run_make_shards(o);
+  MakeShardsOptions o = bert_options(corpus, "");
+  o.bert.seq_len = 64, o.bert.max_predictions = 10;  // rows longer than the test's documents hold several
+  for (const PlainAndChanged& r : plain_and_changed(o, dir, "packed", [](MakeShardsOptions& p) { p.pack = true; })) {
     uint64_t rows = 0, instances = 0;
-    for (const std::string split : {"", "valid"}) {
-      if (rng == ShardRng::python && !split.empty()) continue;
+    for (const std::string& split : r.splits) {
       std::vector<std::string> plain;
-      for (const StoredRecord& r : bert_records(path_join(dir.file("plain-" + tag), split))) plain.push_back(r.record);
-      std::vector<std::string> packed = unpacked_records(path_join(o.output_dir, split), &rows);
+      for (const StoredRecord& record : bert_records(path_join(r.plain_dir, split))) plain.push_back(record.record);
+      std::vector<std::string> packed = unpacked_records(path_join(r.changed_dir, split), &rows);
       ASSERT_FALSE(plain.empty());
       std::sort(plain.begin(), plain.end());
       std::sort(packed.begin(), packed.end());
-      ASSERT_EQ(plain.size(), packed.size()) << tag << " " << split;
-      for (size_t i = 0; i < plain.size(); ++i) ASSERT_EQ(plain[i], packed[i]) << tag << " " << split;
+      ASSERT_EQ(plain.size(), packed.size()) << r.tag << " " << split;
+      for (size_t i = 0; i < plain.size(); ++i) ASSERT_EQ(plain[i], packed[i]) << r.tag << " " << split;
       instances += packed.size();
-      const Manifest m = Manifest::read(path_join(path_join(o.output_dir, split), kManifestName));
+      const Manifest m = Manifest::read(path_join(path_join(r.changed_dir, split), kManifestName));
       EXPECT_EQ(m.extra.at("max_pack"), 3);
       EXPECT_EQ(m.extra.at("key").at("max_pack"), 3);
-      const Manifest unpacked = Manifest::read(path_join(path_join(dir.file("plain-" + tag), split), kManifestName));
+      const Manifest unpacked = Manifest::read(path_join(path_join(r.plain_dir, split), kManifestName));
       EXPECT_FALSE(unpacked.extra.contains("max_pack"));
       EXPECT_FALSE(unpacked.extra.at("key").contains("pack"));
     }
-    EXPECT_LT(rows, instances * 8 / 10) << tag << ": rows should hold several instances";
+    const MakeShardsStats& stats = r.changed_stats;
+    EXPECT_LT(rows, instances * 8 / 10) << r.tag << ": rows should hold several instances";
     EXPECT_EQ(stats.packed_rows + stats.valid_packed_rows, rows);
-    EXPECT_EQ(stats.instances, plain_stats.instances);
-    EXPECT_EQ(stats.valid_instances, plain_stats.valid_instances);
-    EXPECT_EQ(stats.instance_tokens, plain_stats.instance_tokens);
+    EXPECT_EQ(stats.instances, r.plain_stats.instances);
+    EXPECT_EQ(stats.valid_instances, r.plain_stats.valid_instances);
+    EXPECT_EQ(stats.instance_tokens, r.plain_stats.instance_tokens);
     const nlohmann::json j = stats.to_json(o.bert.seq_len);
     EXPECT_DOUBLE_EQ(j.at("tokens_per_real_token").get<double>(), double(rows * 64) / double(stats.instance_tokens));
-    EXPECT_FALSE(plain_stats.to_json(o.bert.seq_len).contains("tokens_per_real_token"));
+    EXPECT_FALSE(r.plain_stats.to_json(o.bert.seq_len).contains("tokens_per_real_token"));
   }
 }
 
