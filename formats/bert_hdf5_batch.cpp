@@ -14,17 +14,20 @@ void BertBatch::resize(int64_t n, int64_t seq, int64_t max_pred, int64_t pack) {
     if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r)) throw Error(cat("BertBatch of ", a, " x ", b, " is too large"));
     return static_cast<size_t>(r);
   };
+  // Every size is checked before anything changes: a refused resize leaves the batch as it was.
+  const size_t tokens = elements(n, seq), predictions = elements(n, max_pred), slots = elements(n, pack);
+  const size_t rows = elements(n, 1);
   size = n, seq_len = seq, max_predictions = max_pred, max_pack = pack;
-  input_ids.resize(elements(n, seq));
-  input_mask.resize(elements(n, seq));
-  segment_ids.resize(elements(n, seq));
-  masked_lm_positions.resize(elements(n, max_pred));
-  masked_lm_ids.resize(elements(n, max_pred));
-  next_sentence_labels.resize(elements(n, 1));
-  position_ids.resize(pack > 0 ? elements(n, seq) : 0);
-  sequence_ids.resize(pack > 0 ? elements(n, seq) : 0);
-  next_sentence_positions.resize(elements(n, pack));
-  packed_next_sentence_labels.resize(elements(n, pack), int8_t{-1});
+  input_ids.resize(tokens);
+  input_mask.resize(tokens);
+  segment_ids.resize(tokens);
+  masked_lm_positions.resize(predictions);
+  masked_lm_ids.resize(predictions);
+  next_sentence_labels.resize(rows);
+  position_ids.resize(pack > 0 ? tokens : 0);
+  sequence_ids.resize(pack > 0 ? tokens : 0);
+  next_sentence_positions.resize(slots);
+  packed_next_sentence_labels.resize(slots, int8_t{-1});
 }
 
 BertRecord BertBatch::record(int64_t i) const {

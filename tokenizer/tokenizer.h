@@ -112,7 +112,7 @@ struct TokenizerOptions {
   // HF's default; Google's code uses 200. Left at 100, a tokenizer.json's own value applies.
   int max_input_chars_per_word = 100;
   // Follow HF's slow (Python) BertTokenizer / Google's tokenization.py where it differs from the
-  // fast (Rust) one; the differences are documented in tests/tokenizer/wordpiece_test.cpp.
+  // fast (Rust) one; the differences are documented in tests/tokenizer/bert_pre_tokenizer_test.cpp.
   bool python_compat = false;
   // BPE: words cached per tokenizer (0 disables the cache).
   size_t bpe_cache_words = 1 << 16;

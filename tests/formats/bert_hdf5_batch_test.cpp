@@ -68,6 +68,21 @@ TEST(BertBatch, SizesThatOverflowOrAreNegativeAreErrors) {
   EXPECT_THROW(b.resize(2, 4, 1, -1), Error);
 }
 
+// A refused resize leaves the batch as it was: its sizes still describe its arrays.
+TEST(BertBatch, ARefusedResizeChangesNothing) {
+  BertBatch b;
+  b.resize(2, 4, 3, 2);
+  EXPECT_THROW(b.resize(2, 4, 3, -1), Error);
+  EXPECT_THROW(b.resize(5, 6, -3), Error);
+  EXPECT_EQ(b.size, 2);
+  EXPECT_EQ(b.seq_len, 4);
+  EXPECT_EQ(b.max_predictions, 3);
+  EXPECT_EQ(b.max_pack, 2);
+  EXPECT_EQ(b.input_ids.size(), 8u);
+  EXPECT_EQ(b.masked_lm_ids.size(), 6u);
+  EXPECT_EQ(b.next_sentence_positions.size(), 4u);
+}
+
 // set() then record() gives the record back padded, for every row of plain and packed batches,
 // and leaves the other rows as they were.
 TEST(BertBatch, SetThenRecordIsTheRecordPadded) {
