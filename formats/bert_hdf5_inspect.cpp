@@ -37,7 +37,12 @@ std::string describe_dataset(hid_t file, const char* name) {
   hsize_t dims[H5S_MAX_RANK], chunk[H5S_MAX_RANK];
   int rank = H5Sget_simple_extent_dims(space.get(), dims, nullptr);
   std::string text = cat("dtype=", numpy_dtype(type.get()), " shape=", tuple(dims, std::max(rank, 0)));
-  if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return text + " layout=contiguous";
+  switch (H5Pget_layout(dcpl.get())) {
+    case H5D_CHUNKED: break;
+    case H5D_COMPACT: return text + " layout=compact";
+    case H5D_CONTIGUOUS: return text + " layout=contiguous";
+    default: return text + " layout=other";
+  }
   int chunk_rank = H5Pget_chunk(dcpl.get(), H5S_MAX_RANK, chunk);
   text += cat(" chunks=", tuple(chunk, std::max(chunk_rank, 0)));
   int filters = H5Pget_nfilters(dcpl.get());

@@ -96,14 +96,16 @@ TEST(InspectBertShard, DescribesAPackedShard) {
   expect_parts(inspect(path, 1), {"up to 3 instances per row", "packed_next_sentence_labels: dtype=|i1 shape=(37, 3)"});
 }
 
-// Files h5py could write: other widths, contiguous layouts, shuffle before gzip, read
+// Files h5py could write: other widths, contiguous and compact layouts, shuffle before gzip, read
 // through hyperslabs; a file that is not a shard is an Error naming it.
 TEST(InspectBertShard, DescribesOtherLayoutsAndRefusesWhatIsNotAShard) {
   TempDir dir;
   const std::string path = dir.file("foreign.hdf5");
-  write_foreign(path, foreign_layout(5, 6, 3));
+  auto sets = foreign_layout(5, 6, 3);
+  sets[0].compact = true;  // input_ids
+  write_foreign(path, sets);
   expect_parts(inspect(path, 1), {"records 5, seq_len 6, max_predictions 3, read path hyperslab",
-                                  "  input_ids: dtype=>i8 shape=(5, 6) layout=contiguous\n",
+                                  "  input_ids: dtype=>i8 shape=(5, 6) layout=compact\n",
                                   "  input_mask: dtype=|u1 shape=(5, 6) chunks=(3, 2) compression=shuffle + gzip level 1\n",
                                   "  segment_ids: dtype=<i2 shape=(5, 6) layout=contiguous\n",
                                   "  masked_lm_ids: dtype=<i8 shape=(5, 3) layout=contiguous\n",
