@@ -151,12 +151,6 @@ def write_tiny_bpe(directory):
     return os.path.join(directory, "vocab.json")
 
 
-def mpirun_args(np):
-    """mpirun's launch of np ranks on this machine: as root, oversubscribed, loopback only."""
-    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(np), "--mca", "btl", "self,vader",
-            "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
-
-
 def differences(a, b):
     """The keys whose values differ between two {file: contents} maps, sorted."""
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))

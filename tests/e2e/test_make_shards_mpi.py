@@ -13,60 +13,30 @@ on the English Wikipedia excerpt (205 documents, so that 3 ranks each tokenize b
 - A rank killed while tokenizing, after a checkpoint (PRETRAIN_FAULT=1:tokenize-checkpoint): --resume
   at the same N continues each part from its checkpoint (rank 1's at least, which says so); at
   another N it says tokenizing starts over; both give the uninterrupted run's bytes."""
-import json
 import os
 import re
 import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
 import compat_util as cu  # noqa: E402
+import mpi_harness as h  # noqa: E402
 
 EXE = cu.tool("make-pretraining-shards")
 ENWIKI = "wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.wikiextractor.jsonl"
 fail = cu.fail
 differences = cu.differences
-# Fields that say when and how a run was made, not what it wrote.
-TIMING = ("seconds", "stage_seconds", "stage_cpu_seconds")
-
-
-def command(np, args, quiet=True):
-    args = [EXE, *map(str, args), *(["--quiet"] if quiet else []), "--threads", "1"]
-    if np == 1:
-        return args
-    return [*cu.mpirun_args(np), *args]
 
 
 def run(np, args, rc=0, env=None, quiet=True):
-    try:
-        r = subprocess.run(command(np, args, quiet), capture_output=True, text=True, errors="replace", timeout=120,
-                           env={**os.environ, **(env or {})})
-    except subprocess.TimeoutExpired:
-        fail(f"-np {np}: hung (120 s): {' '.join(map(str, args))}")
-    if (rc == 0) != (r.returncode == 0):
-        fail(f"-np {np}: exit {r.returncode}: {' '.join(map(str, args))}\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
-    return r
+    return h.run(h.mpirun(np, EXE, *args, *(["--quiet"] if quiet else []), "--threads", 1), rc, env, timeout=120)
 
 
 def output(out):
-    """Every file under out: its bytes, manifests without the fields of time and arguments."""
-    files = {}
-    for root, _, names in os.walk(out):
-        for name in names:
-            path = os.path.join(root, name)
-            rel = os.path.relpath(path, out)
-            if name == "manifest.json":
-                with open(path) as f:
-                    m = json.load(f)
-                m.pop("created_by", None)
-                for k in TIMING:
-                    m.get("stats", {}).pop(k, None)
-                files[rel] = m
-            else:
-                with open(path, "rb") as f:
-                    files[rel] = f.read()
-    return files
+    """Every file under out: its bytes, manifests without the fields that say when a run was made."""
+    return h.files(out, [("stats", k) for k in ("seconds", "stage_seconds", "stage_cpu_seconds")])
 
 
 def gone(out, seconds=20):
@@ -87,8 +57,7 @@ STORE = tuple(os.path.join(".work", "store", n) for n in ("tokens.bin", "sentenc
 
 def same_at_every_n(tmp, name, args, keep_work=False):
     """keep_work: also the token store (.work/store) is the same at every N, and no rank's part is left."""
-    ref = None
-    for np in (1, 2, 3):
+    def run_at(np):
         out = os.path.join(tmp, f"{name}-{np}")
         run(np, [*args, "-o", out, *(["--keep-work"] if keep_work else [])])
         got = output(out)
@@ -98,22 +67,13 @@ def same_at_every_n(tmp, name, args, keep_work=False):
             got = {k: v for k, v in got.items() if not k.startswith(".work") or k in STORE}
             if not all(k in got for k in STORE):
                 fail(f"{name}: -np {np} kept no whole token store: {sorted(k for k in got if k.startswith('.work'))}")
-        if ref is None:
-            ref = got
-            if not any(k.endswith((".hdf5", ".bin")) for k in ref):
-                fail(f"{name}: no shards written")
-        elif got != ref:
-            fail(f"{name}: -np {np} differs from one process in {differences(ref, got)}")
-    print(f"{name}: the same {len(ref)} files at N = 1, 2, 3")
-    return ref
+        return got
+
+    return h.same_at(name, (1, 2, 3), run_at, lambda files: any(k.endswith((".hdf5", ".bin")) for k in files))
 
 
 def main():
-    data = cu.shared_data()
-    if not data:
-        cu.skip("shared data not found (the enwiki excerpt)")
-    if subprocess.run(["which", "mpirun"], capture_output=True).returncode != 0:
-        cu.skip("mpirun not installed (openmpi-bin)")
+    data = h.require_mpirun(shared_data="the enwiki excerpt")
     text = os.path.join(data, ENWIKI)
     vocab = os.path.join(data, "vocab", "bert-base-uncased-vocab.txt")
     bert = ["-i", text, "--tokenizer", vocab, "--dupe-factor", 2, "--seq-len", 128]

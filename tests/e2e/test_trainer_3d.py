@@ -17,6 +17,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
 import compat_util as cu  # noqa: E402
+import mpi_harness as h  # noqa: E402
 import test_trainer_mpi as mpi  # noqa: E402
 
 LAYOUTS = [(1, 1, 1), (2, 1, 1), (1, 2, 1), (1, 1, 2), (1, 2, 2), (2, 2, 1), (2, 1, 2), (2, 2, 2)]
@@ -42,8 +43,7 @@ def train(kind, shards, tmp, layout, steps, *extra, name=None):
 
 
 def main():
-    if subprocess.run(["which", "mpirun"], capture_output=True).returncode != 0:
-        cu.skip("mpirun not installed (openmpi-bin)")
+    h.require_mpirun()
     cu.require_venv_modules("safetensors")  # for the weights
     started = time.monotonic()
     with cu.tempdir() as tmp:
@@ -83,28 +83,17 @@ def main():
                                 (4, ["--tensor-parallel", 4], "does not divide the model's 2 attention heads"),
                                 (2, ["--pipeline-parallel", 2, "--layers", 3], "3 layers do not split evenly"),
                                 (2, ["--pipeline-parallel", 2, "--virtual-stages", 2], "2 layers do not split evenly")):
-            r = mpi.run(mpi.mpirun(np, *base, *extra), check=False, timeout=120)
+            r = h.run(h.mpirun(np, *base, *extra), rc=None, timeout=120)
             out = r.stdout + r.stderr
             if r.returncode == 0 or want not in out:
-                mpi.fail(f"{np} ranks {extra}: exit {r.returncode}, no '{want}' in:\n{out[-800:]}")
+                h.fail(f"{np} ranks {extra}: exit {r.returncode}, no '{want}' in:\n{out[-800:]}")
             else:
                 print(f"refused: {np} ranks {' '.join(map(str, extra))}: {want}")
 
         # A pipeline rank that fails alone (stage 1 of 2) names itself and ends the job.
-        args = mpi.mpirun(2, "-x", "PRETRAIN_FAULT", *base[:-1], 1000, "--pipeline-parallel", 2, "--threads", 1)
-        t0 = time.monotonic()
-        try:
-            r = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=30,
-                               env=dict(mpi.ENV, PRETRAIN_FAULT="1:3"))
-            out = r.stdout + r.stderr
-            if r.returncode == 0 or "error: rank 1: step 3" not in out:
-                mpi.fail(f"a failing pipeline rank: exit {r.returncode}, no 'error: rank 1: step 3' in:\n{out[-1500:]}")
-            else:
-                print(f"pipeline stage 1 failing at step 3: the job ended in {time.monotonic() - t0:.1f} s")
-        except subprocess.TimeoutExpired:
-            mpi.fail("a pipeline rank that failed alone left the job running for 30 s")
+        h.rank_fails_alone("pipeline stage 1 failing alone", [*base[:-1], 1000, "--pipeline-parallel", 2, "--threads", 1])
     print(f"{time.monotonic() - started:.0f} s")
-    mpi.finish()
+    h.finish()
 
 
 if __name__ == "__main__":

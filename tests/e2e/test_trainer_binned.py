@@ -6,45 +6,21 @@
   * a run stopped at step 8 and resumed from its step-6 checkpoint logs steps 7..12 bitwise as the
     uninterrupted run.
 """
-import json
 import os
 import shutil
-import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
 import compat_util as cu  # noqa: E402
+import mpi_harness as h  # noqa: E402
+from mpi_harness import fail  # noqa: E402  (h.finish() reports what it collects)
 
 BIN, SEQ = 16, 64
-failures = []
 
 
-def fail(message):
-    print(f"FAIL: {message}")
-    failures.append(message)
-
-
-def metrics(log_dir):
-    with open(os.path.join(log_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
-
-
-def train(shards, log_dir, *extra, ranks=1, batch=4, rc=0, env=None):
-    # Dropout off: its masks depend on the data rank, and the ranks' losses are compared.
-    args = [cu.tool("bert_pretrain"), "--data", shards, "--model", "tiny", "--dropout", 0, "--batch-size", batch,
-            "--grad-accum", 2,
-            "--max-steps", 12, "--lr", "1e-3", "--warmup", 2, "--seed", 7, "--log-dir", log_dir, *extra]
-    if ranks > 1:
-        args = [shutil.which("mpirun"), "--oversubscribe", "-np", ranks, "--mca", "btl", "self,vader", *args,
-                "--threads", 1]
-    else:
-        args += ["--threads", 2]
-    r = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=600,
-                       env={**os.environ, **(env or {})})
-    if r.returncode != rc:
-        print(r.stdout + r.stderr)
-        sys.exit(f"bert_pretrain ({ranks} rank(s)) on binned shards: exit {r.returncode}, expected {rc}")
-    return metrics(log_dir)
+def train(shards, log_dir, *extra, **options):
+    return h.train_bert_tiny(shards, log_dir, *extra, steps=12, **options)
 
 
 def main():
@@ -88,8 +64,7 @@ def main():
                  f"{[(m['step'], m['tokens']) for m in one[6:]]}")
         else:
             print("resume: steps 7..12 bitwise the uninterrupted run's, at the same lengths")
-    if failures:
-        sys.exit(f"{len(failures)} failure(s)")
+    h.finish()
 
 
 if __name__ == "__main__":

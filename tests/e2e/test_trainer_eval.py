@@ -21,14 +21,14 @@ bundled sample with a held-out valid/ split (--valid-fraction), BERT and GPT tin
 import json
 import math
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
 import compat_util as cu  # noqa: E402
+import mpi_harness as h  # noqa: E402
 import test_trainer_mpi as mpi  # noqa: E402
-from test_trainer_mpi import fail  # noqa: E402  (its failures list; mpi.finish() reports them)
+from mpi_harness import fail  # noqa: E402  (h.finish() reports what it collects)
 
 
 def train(kind, data, tmp, name, *extra, np=1, env=None, check=True):
@@ -39,13 +39,7 @@ def train(kind, data, tmp, name, *extra, np=1, env=None, check=True):
             "--warmup", 2, "--log-dir", log_dir, *extra]
     if kind == "gpt":
         args += ["--seq-len", 32]
-    if np > 1:
-        args = mpi.mpirun(np, *args)
-    r = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=600,
-                       env=dict(mpi.ENV, **(env or {})))
-    if check and r.returncode != 0:
-        print(r.stdout + r.stderr)
-        sys.exit(f"{name}: exit {r.returncode}")
+    r = h.run(h.mpirun(np, *args), rc=0 if check else None, env=env)
     records = []
     if os.path.exists(os.path.join(log_dir, "metrics.jsonl")):
         with open(os.path.join(log_dir, "metrics.jsonl")) as f:
@@ -200,8 +194,7 @@ def check_bad_input(shards, tmp):
 
 
 def main():
-    if subprocess.run(["which", "mpirun"], capture_output=True).returncode != 0:
-        cu.skip("mpirun not installed (openmpi-bin)")
+    h.require_mpirun()
     with cu.tempdir() as tmp:
         shards = cu.sample_shards(tmp, mpi.repeated_docs(tmp, 8), bert_dupe=2, valid_fraction=0.25)
         for kind in ("bert", "gpt"):
@@ -211,7 +204,7 @@ def main():
         check_resume(shards["bert"], tmp)
         check_timing(shards["gpt"], tmp)
         check_bad_input(shards, tmp)
-    mpi.finish()
+    h.finish()
 
 
 if __name__ == "__main__":

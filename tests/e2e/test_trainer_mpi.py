@@ -20,57 +20,14 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
 import compat_util as cu  # noqa: E402
+import mpi_harness as h  # noqa: E402
+from mpi_harness import fail  # noqa: E402  (h.finish() reports what it collects)
 
 SRC = os.environ["PRETRAIN_SOURCE_DIR"]
 SAMPLE = os.path.join(SRC, "tests", "data", "sample-docs.jsonl")
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_btl="self,vader", OMPI_MCA_btl_tcp_if_include="lo", OMPI_MCA_oob_tcp_if_include="lo")
-failures = []
-
-
-def fail(message):
-    print(f"FAIL: {message}")
-    failures.append(message)
-
-
-def finish():
-    """Ends the test: exit 1 naming the checks that failed, or OK."""
-    cu.finish(failures)
-
-
-def run(args, check=True, timeout=600):
-    r = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=ENV, timeout=timeout)
-    if check and r.returncode != 0:
-        print(r.stdout + r.stderr)
-        sys.exit(f"{' '.join(map(str, args))}: exit {r.returncode}")
-    return r
-
-
-def descendants(root):
-    """The pids below root in the process tree (mpirun's ranks sit under its orted or itself)."""
-    parent = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                parent[int(pid)] = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            pass
-    found, frontier = set(), {root}
-    while frontier:
-        frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - found
-        found |= frontier
-    return found
-
-
-def mpirun(np, *args):
-    return ["mpirun", "--oversubscribe", "-np", np, *args]
-
-
-def metrics(log_dir):
-    with open(os.path.join(log_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
 
 
 def train(kind, shards, tmp, name, np, batch, steps, *extra, lr="2e-3"):
@@ -80,12 +37,12 @@ def train(kind, shards, tmp, name, np, batch, steps, *extra, lr="2e-3"):
             "--log-dir", os.path.join(tmp, name), *extra]
     if kind == "gpt":
         args += ["--seq-len", 32]
-    r = run(mpirun(np, *args) if np > 1 else args)
+    r = h.run(h.mpirun(np, *args))
     # mpirun binds each rank to a core: the loader's oneTBB arena must not ask for workers there are
     # none of (oneTBB then prints a warning per rank, as it did).
     if "TBB Warning" in r.stdout + r.stderr:
         fail(f"{name}: oneTBB warned:\n{(r.stdout + r.stderr)[-500:]}")
-    return metrics(os.path.join(tmp, name))
+    return h.metrics(os.path.join(tmp, name))
 
 
 def repeated_docs(tmp, times):
@@ -138,8 +95,7 @@ def close_weights(what, a, b, tol=1e-4):
 
 
 def main():
-    if subprocess.run(["which", "mpirun"], capture_output=True).returncode != 0:
-        cu.skip("mpirun not installed (openmpi-bin)")
+    h.require_mpirun()
     venv = os.path.join(SRC, ".venv", "bin", "python")
     if os.path.exists(venv) and not os.environ.get("PRETRAIN_IN_VENV"):  # safetensors for the weights
         os.environ["PRETRAIN_IN_VENV"] = "1"
@@ -198,31 +154,20 @@ def main():
 
         # A rank that fails alone (an error only in its slice): it names itself and ends the job, instead
         # of leaving the others waiting in their next all-reduce (and itself in MPI_Finalize) forever.
-        args = mpirun(2, "-x", "PRETRAIN_FAULT", cu.tool("bert_pretrain"), "--data", shards["bert"], "--model", "tiny",
-                      "--batch-size", 4, "--max-steps", 1000, "--threads", 1, "--log-interval", 100)
-        start = time.monotonic()
-        try:
-            r = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=30,
-                               env=dict(ENV, PRETRAIN_FAULT="1:3"))
-            out = r.stdout + r.stderr
-            if r.returncode == 0 or "error: rank 1: step 3" not in out:
-                fail(f"a failing rank 1: exit {r.returncode}, no 'error: rank 1: step 3' in:\n{out[-1500:]}")
-            else:
-                print(f"rank 1 failing alone at step 3: the job ended in {time.monotonic() - start:.1f} s (exit {r.returncode})")
-        except subprocess.TimeoutExpired:
-            subprocess.run(["pkill", "-f", "PRETRAIN_FAULT"], check=False)
-            fail("a rank that failed alone left the job running for 30 s")
+        h.rank_fails_alone("rank 1 failing alone", [cu.tool("bert_pretrain"), "--data", shards["bert"], "--model",
+                                                   "tiny", "--batch-size", 4, "--max-steps", 1000, "--threads", 1,
+                                                   "--log-interval", 100])
 
         # A rank killed mid-run: every rank ends within 30 s and mpirun names the rank.
-        args = mpirun(2, cu.tool("bert_pretrain"), "--data", shards["bert"], "--model", "tiny", "--batch-size", 4,
-                      "--max-steps", 1000000, "--threads", 1, "--log-interval", 1)
-        p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+        args = h.mpirun(2, cu.tool("bert_pretrain"), "--data", shards["bert"], "--model", "tiny", "--batch-size", 4,
+                        "--max-steps", 1000000, "--threads", 1, "--log-interval", 1)
+        p = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=h.ENV)
         for line in p.stdout:
             if line.startswith("step "):
                 break
         # Only this job's rank 1: ctest runs other tests' bert_pretrain ranks beside this one.
         victim = None
-        for pid in descendants(p.pid):
+        for pid in h.descendants(p.pid):
             try:
                 with open(f"/proc/{pid}/environ", "rb") as f:
                     env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
@@ -238,14 +183,14 @@ def main():
         try:
             rest, _ = p.communicate(timeout=30)
         except subprocess.TimeoutExpired:
-            p.kill()
+            h.kill(p)
             return fail("the other rank still ran 30 s after rank 1 was killed")
         waited = time.monotonic() - killed
         if p.returncode == 0 or "rank 1" not in rest:
             fail(f"after killing rank 1: exit {p.returncode}, output does not name rank 1:\n{rest[-2000:]}")
         else:
             print(f"rank 1 killed: mpirun ended every rank in {waited:.1f} s (exit {p.returncode}) naming rank 1")
-    finish()
+    h.finish()
 
 
 if __name__ == "__main__":

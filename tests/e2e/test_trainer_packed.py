@@ -7,44 +7,21 @@
   * tensor parallel 2 and pipeline parallel 2 give the one-rank run's losses (the block-diagonal
     mask, the position ids and the per-instance [CLS] rows reach every rank and stage).
 """
-import json
 import os
 import shutil
-import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
 import compat_util as cu  # noqa: E402
+import mpi_harness as h  # noqa: E402
+from mpi_harness import fail  # noqa: E402  (h.finish() reports what it collects)
 
 SEQ, PACK, STEPS = 128, 3, 10
-failures = []
 
 
-def fail(message):
-    print(f"FAIL: {message}")
-    failures.append(message)
-
-
-def metrics(log_dir):
-    with open(os.path.join(log_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
-
-
-def train(shards, log_dir, *extra, ranks=1, batch=4):
-    # Dropout off: its masks depend on the data rank, and the ranks' losses are compared.
-    args = [cu.tool("bert_pretrain"), "--data", shards, "--model", "tiny", "--dropout", 0, "--batch-size", batch,
-            "--grad-accum", 2, "--max-steps", STEPS, "--lr", "1e-3", "--warmup", 2, "--seed", 7,
-            "--log-dir", log_dir, *extra]
-    if ranks > 1:
-        args = [shutil.which("mpirun"), "--oversubscribe", "-np", ranks, "--mca", "btl", "self,vader", *args,
-                "--threads", 1]
-    else:
-        args += ["--threads", 2]
-    r = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        print(r.stdout + r.stderr)
-        sys.exit(f"bert_pretrain ({ranks} rank(s), {extra}) on packed shards: exit {r.returncode}")
-    return metrics(log_dir)
+def train(shards, log_dir, *extra, **options):
+    return h.train_bert_tiny(shards, log_dir, *extra, steps=STEPS, **options)
 
 
 def same_losses(name, want, got, tolerance):
@@ -102,8 +79,7 @@ def main():
                                                          2, ranks=2), 1e-4)
             same_losses("pipeline parallel 2", base, train(outputs["packed"], os.path.join(tmp, "pp"),
                                                            "--pipeline-parallel", 2, ranks=2), 1e-5)
-    if failures:
-        sys.exit(f"{len(failures)} failure(s)")
+    h.finish()
 
 
 if __name__ == "__main__":

@@ -10,13 +10,12 @@ a layout the trainer would refuse is refused by --plan with the same message.
 import json
 import os
 import re
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
 import compat_util as cu  # noqa: E402
-import test_trainer_mpi as mpi  # noqa: E402
+import mpi_harness as h  # noqa: E402
 
 # (kind, data, tensor, pipeline, extra flags)
 CASES = [
@@ -44,8 +43,7 @@ def plan_rows(text):
 
 
 def main():
-    if subprocess.run(["which", "mpirun"], capture_output=True).returncode != 0:
-        cu.skip("mpirun not installed (openmpi-bin)")
+    h.require_mpirun()
     with cu.tempdir() as tmp:
         shards = cu.sample_shards(tmp, bert_dupe=2)
         manifests = {k: json.load(open(os.path.join(d, "manifest.json"))) for k, d in shards.items()}
@@ -63,20 +61,20 @@ def main():
             else:
                 shape += ["--seq-len", m["seq_len"], "--max-predictions", m["max_predictions"]]
             what = f"{kind} ({data},{tensor},{pipeline}) {' '.join(map(str, extra))}".strip()
-            plan = mpi.run([tool, "--plan", "--world-size", np, *shape, "--device-memory-gb", 1])
+            plan = h.run([tool, "--plan", "--world-size", np, *shape, "--device-memory-gb", 1])
             rows = plan_rows(plan.stdout)
             if sorted(rows) != list(range(pipeline)):
-                mpi.fail(f"{what}: the plan has stages {sorted(rows)}, expected {pipeline}:\n{plan.stdout}")
+                h.fail(f"{what}: the plan has stages {sorted(rows)}, expected {pipeline}:\n{plan.stdout}")
                 continue
             if any(r["fits 1 GB"] != "yes" for r in rows.values()):
-                mpi.fail(f"{what}: a tiny model does not fit 1 GB?\n{plan.stdout}")
+                h.fail(f"{what}: a tiny model does not fit 1 GB?\n{plan.stdout}")
             total = "total ZeRO-1" if "--zero" in extra else "total"
             args = [tool, "--data", shards[kind], *shape, "--max-steps", 2, "--threads", 1, "--dropout", 0,
                     "--log-interval", 1000]
-            r = mpi.run(mpi.mpirun(np, *args) if np > 1 else args)
+            r = h.run(h.mpirun(np, *args))
             got = re.findall(r"memory: rank (\d+) \(tensor (\d+), data (\d+), stage (\d+)\): ([\d.]+) MiB", r.stdout)
             if len(got) != np:
-                mpi.fail(f"{what}: {len(got)} memory lines for {np} ranks:\n{r.stdout[-1500:]}")
+                h.fail(f"{what}: {len(got)} memory lines for {np} ranks:\n{r.stdout[-1500:]}")
                 continue
             worst = 0.0
             for rank, t, d, stage, mib in got:
@@ -84,7 +82,7 @@ def main():
                 off = abs(float(mib) - want) / want
                 worst = max(worst, off)
                 if off > TOLERANCE:
-                    mpi.fail(f"{what}: rank {rank} (stage {stage}) allocated {mib} MiB, planned {want} ({off:.1%} off)")
+                    h.fail(f"{what}: rank {rank} (stage {stage}) allocated {mib} MiB, planned {want} ({off:.1%} off)")
             print(f"{what}: {np} ranks within {worst:.2%} of the plan "
                   f"({', '.join(rows[s][total] for s in sorted(rows))} MiB by stage)")
 
@@ -94,10 +92,10 @@ def main():
         seed = [gpt, "--plan", "--world-size", 32, "--tensor-parallel", 4, "--pipeline-parallel", 4, "--layers", 24,
                 "--hidden", 2304, "--heads", 24, "--seq-len", 2048, "--max-positions", 2048, "--batch-size", 8,
                 "--grad-accum", 32, "--recompute", "--device-memory-gb", 16]
-        r = mpi.run(seed)
+        r = h.run(seed)
         rows = plan_rows(r.stdout)
         if sorted(rows) != [0, 1, 2, 3] or rows[0]["ranks"] != "0-7" or rows[3]["slots"] != "1" or rows[0]["slots"] != "4":
-            mpi.fail(f"seed 003 2D_PP_2x4x4: unexpected plan:\n{r.stdout}")
+            h.fail(f"seed 003 2D_PP_2x4x4: unexpected plan:\n{r.stdout}")
         else:
             print("seed 003 2D_PP_2x4x4_512_2304x24:\n" + r.stdout)
 
@@ -105,13 +103,13 @@ def main():
         for extra, want in ((["--tensor-parallel", 4], "does not divide the model's 2 attention heads"),
                             (["--pipeline-parallel", 2, "--layers", 3], "3 layers do not split evenly"),
                             (["--world-size", 3, "--tensor-parallel", 2], "3 ranks do not divide into tensor 2")):
-            r = mpi.run([gpt, "--plan", "--model", "tiny", *extra], check=False)
+            r = h.run([gpt, "--plan", "--model", "tiny", *extra], rc=None)
             out = r.stdout + r.stderr
             if r.returncode != 2 or want not in out:
-                mpi.fail(f"--plan {extra}: exit {r.returncode}, no '{want}' in:\n{out[-800:]}")
+                h.fail(f"--plan {extra}: exit {r.returncode}, no '{want}' in:\n{out[-800:]}")
             else:
                 print(f"refused: --plan {' '.join(map(str, extra))}: {want}")
-    mpi.finish()
+    h.finish()
 
 
 if __name__ == "__main__":

@@ -10,14 +10,15 @@ reads a byte range of the dump and the ranks write the shards one process would.
 - Interrupted before the shards are written (rank 1 fails as phase 2 begins), then --resume: at the
   same N the finished parts are kept; at another N, and without mpirun, the run starts over; every
   time the uninterrupted bytes, and nothing is left behind (.work is removed)."""
-import json
 import os
 import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
 import compat_util as cu  # noqa: E402
+import mpi_harness as h  # noqa: E402
 
 EXE = cu.tool("wikiprep")
 ENWIKI = "wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -27,67 +28,27 @@ fail = cu.fail
 differences = cu.differences
 
 
-def command(np, args, quiet=True):
-    args = [EXE, *map(str, args), "--threads", "1", *(["--quiet"] if quiet else [])]
-    if np == 1:
-        return args
-    return [*cu.mpirun_args(np), *args]
-
-
 def run(np, args, rc=0, env=None, quiet=True):
-    try:
-        r = subprocess.run(command(np, args, quiet), capture_output=True, text=True, errors="replace", timeout=120,
-                           env={**os.environ, **(env or {})})
-    except subprocess.TimeoutExpired:
-        fail(f"-np {np}: hung (120 s): {' '.join(map(str, args))}")
-    if (rc == 0) != (r.returncode == 0):
-        fail(f"-np {np}: exit {r.returncode}: {' '.join(map(str, args))}\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
-    return r
+    return h.run(h.mpirun(np, EXE, *args, "--threads", 1, *(["--quiet"] if quiet else [])), rc, env, timeout=120)
 
 
 def output(out):
     """Every file in out (hidden ones too): shard bytes; the manifest without arguments and time."""
-    files = {}
-    for root, dirs, names in os.walk(out):
-        for name in names:
-            path = os.path.join(root, name)
-            rel = os.path.relpath(path, out)
-            if name == "manifest.json":
-                with open(path) as f:
-                    m = json.load(f)
-                m.pop("created_by", None)
-                m.get("stats", {}).pop("seconds", None)
-                m.get("extra", {}).pop("warnings", None)  # under mpirun they name the rank's share
-                files[rel] = m
-            else:
-                with open(path, "rb") as f:
-                    files[rel] = f.read()
-    return files
+    # Under mpirun the warnings name the rank's share.
+    return h.files(out, [("stats", "seconds"), ("extra", "warnings")])
 
 
 def same_at(tmp, name, dump, args, counts=(1, 2, 3)):
-    ref = None
-    for np in counts:
+    def run_at(np):
         out = os.path.join(tmp, f"{name}-{np}")
         run(np, [dump, "-o", out, *args])
-        got = output(out)
-        if ref is None:
-            ref = got
-            shards = [k for k in ref if k != "manifest.json"]
-            if len(shards) < 4:
-                fail(f"{name}: expected several shards, got {shards}")
-        elif got != ref:
-            fail(f"{name}: -np {np} differs from one process in {differences(ref, got)}")
-    print(f"{name}: the same {len(ref)} files at N = {', '.join(map(str, counts))}")
-    return ref
+        return output(out)
+
+    return h.same_at(name, counts, run_at, lambda files: len(files) > 4)  # several shards and the manifest
 
 
 def main():
-    data = cu.shared_data()
-    if not data:
-        cu.skip("shared data not found (the dump excerpts)")
-    if subprocess.run(["which", "mpirun"], capture_output=True).returncode != 0:
-        cu.skip("mpirun not installed (openmpi-bin)")
+    data = h.require_mpirun(shared_data="the dump excerpts")
     enwiki = os.path.join(data, ENWIKI)
     with cu.tempdir() as tmp:
         plain = same_at(tmp, "enwiki-jsonl", enwiki, ["--shard-bytes", 200000])

@@ -10,6 +10,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 sys.path.insert(0, os.path.join(HERE, "..", "compat"))
 import compat_util as cu  # noqa: E402
+import mpi_harness as h  # noqa: E402
 import test_trainer_3d as grid  # noqa: E402
 import test_trainer_mpi as mpi  # noqa: E402
 
@@ -26,8 +27,7 @@ def main():
     n = gpus()
     if n < 4:
         cu.skip(f"{n} GPU(s): the (1,2,2) layout needs 4 (NCCL takes one rank per GPU)")
-    if subprocess.run(["which", "mpirun"], capture_output=True).returncode != 0:
-        cu.skip("mpirun not installed (openmpi-bin)")
+    h.require_mpirun()
     cu.require_venv_modules("safetensors")  # for the weights
     with cu.tempdir() as tmp:
         shards = cu.sample_shards(tmp, mpi.repeated_docs(tmp, 16), bert_dupe=2)
@@ -38,7 +38,7 @@ def main():
             mpi.close_losses(f"{kind} (1,2,2) on 4 GPUs against 1 GPU", got, ref)
             mpi.close_weights(f"{kind} (1,2,2) on 4 GPUs", os.path.join(tmp, f"{kind}-4.safetensors"),
                               os.path.join(tmp, f"{kind}-1.safetensors"))
-    mpi.finish()
+    h.finish()
 
 
 if __name__ == "__main__":
