@@ -1,14 +1,18 @@
 #include "common/communicator.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <numeric>
 #include <thread>
 
+#include "common/comm_watchdog.h"
 #include "common/error.h"
 
 namespace pretrain {
@@ -31,6 +35,36 @@ void check(int code, const char* what) {
 
 MPI_Comm comm_of(void* c) { return static_cast<MPI_Comm>(c); }
 
+// A call that waits for other ranks, watched while it does (common/comm_watchdog.h).
+using Watched = CommWatchdog::Call;
+
+// "the data group (world ranks 0, 2)", "the world (ranks 0-3)".
+std::string describe_group(const std::string& name, const std::vector<int>& ranks) {
+  bool consecutive = true;
+  for (size_t i = 1; i < ranks.size(); ++i) consecutive = consecutive && ranks[i] == ranks[i - 1] + 1;
+  std::string list;
+  if (ranks.size() > 2 && consecutive) {
+    list = cat(ranks.front(), "-", ranks.back());
+  } else {
+    for (size_t i = 0; i < ranks.size() && i < 8; ++i) list += cat(i ? ", " : "", ranks[i]);
+    if (ranks.size() > 8) list += cat(", … (", ranks.size(), " ranks)");
+  }
+  if (name == "world") return cat("the world (rank", ranks.size() == 1 ? " " : "s ", list, ")");
+  return cat("the ", name, " group (world rank", ranks.size() == 1 ? " " : "s ", list, ")");
+}
+
+// Every rank's host name, by world rank: the watchdog names the hosts of the ranks it speaks of.
+std::vector<std::string> host_names(int size) {
+  constexpr int kLength = 256;
+  char mine[kLength] = {};
+  if (gethostname(mine, kLength - 1) != 0) std::snprintf(mine, kLength, "?");
+  std::vector<char> all(size_t(size) * kLength);
+  check(MPI_Allgather(mine, kLength, MPI_CHAR, all.data(), kLength, MPI_CHAR, MPI_COMM_WORLD), "all-gather");
+  std::vector<std::string> out;
+  for (int r = 0; r < size; ++r) out.emplace_back(all.data() + size_t(r) * kLength);
+  return out;
+}
+
 // MPI counts are int: large buffers go in pieces.
 template <typename F>
 void in_pieces(int64_t n, F f) {
@@ -40,7 +74,7 @@ void in_pieces(int64_t n, F f) {
 
 }  // namespace
 
-Communicator::Communicator() {
+Communicator::Communicator() : world_ranks_{0}, description_(describe_group("world", {0})) {
   if (!launched_by_mpirun()) return;
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -63,11 +97,21 @@ Communicator::Communicator() {
   check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "split by node");
   MPI_Comm_rank(node, &local_rank_);
   MPI_Comm_free(&node);
+  world_ranks_.resize(size_t(size_));
+  std::iota(world_ranks_.begin(), world_ranks_.end(), 0);
+  description_ = describe_group("world", world_ranks_);
+  if (size_ > 1) comm_watchdog().attach(rank_, host_names(size_));
 }
 
-Communicator::Communicator(void* comm, int rank, int size, int local_rank)
-    : rank_(rank), size_(size), local_rank_(local_rank), comm_(comm) {
+Communicator::Communicator(void* comm, int rank, int size, int local_rank, std::vector<int> world_ranks,
+                           const std::string& name)
+    : rank_(rank), size_(size), local_rank_(local_rank), comm_(comm), world_ranks_(std::move(world_ranks)),
+      description_(describe_group(name, world_ranks_)) {
   owned_ = comm != nullptr;
+}
+
+int Communicator::world_rank_of(int rank) const {
+  return rank >= 0 && size_t(rank) < world_ranks_.size() ? world_ranks_[size_t(rank)] : -1;
 }
 
 Communicator::~Communicator() {
@@ -79,14 +123,27 @@ Communicator::~Communicator() {
   MPI_Comm_free(&c);
 }
 
-std::unique_ptr<Communicator> Communicator::split(int color, int key) const {
-  if (!distributed() && size_ == 1 && !comm_) return std::unique_ptr<Communicator>(new Communicator(nullptr, 0, 1, local_rank_));
+std::unique_ptr<Communicator> Communicator::split(int color, int key, const std::string& name) const {
+  if (!distributed() && size_ == 1 && !comm_)
+    return std::unique_ptr<Communicator>(new Communicator(nullptr, 0, 1, local_rank_, world_ranks_, name));
   MPI_Comm c;
-  check(MPI_Comm_split(comm_of(comm_), color, key, &c), "split");
+  {
+    const Watched watched(comm_watchdog(), "split", description_.c_str());
+    check(MPI_Comm_split(comm_of(comm_), color, key, &c), "split");
+  }
   int rank = 0, size = 1;
   MPI_Comm_rank(c, &rank);
   MPI_Comm_size(c, &size);
-  return std::unique_ptr<Communicator>(new Communicator(c, rank, size, local_rank_));
+  // Its ranks as the world numbers them, for the watchdog's messages.
+  MPI_Group group, world;
+  MPI_Comm_group(c, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> mine(static_cast<size_t>(size)), in_world(static_cast<size_t>(size));
+  std::iota(mine.begin(), mine.end(), 0);
+  MPI_Group_translate_ranks(group, size, mine.data(), world, in_world.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  return std::unique_ptr<Communicator>(new Communicator(c, rank, size, local_rank_, std::move(in_world), name));
 }
 
 Communicator& Communicator::world() {
@@ -95,12 +152,13 @@ Communicator& Communicator::world() {
 }
 
 const Communicator& Communicator::self() {
-  static const Communicator c(nullptr, 0, 1, 0);
+  static const Communicator c(nullptr, 0, 1, 0, {0}, "self");
   return c;
 }
 
 void Communicator::all_reduce_sum(float* data, int64_t n) const {
   if (!distributed()) return;
+  const Watched watched(comm_watchdog(), "all-reduce", description_.c_str());
   in_pieces(n, [&](int64_t off, int count) {
     check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, comm_of(comm_)), "all-reduce");
   });
@@ -108,6 +166,7 @@ void Communicator::all_reduce_sum(float* data, int64_t n) const {
 
 void Communicator::all_reduce_sum(double* data, int64_t n) const {
   if (!distributed()) return;
+  const Watched watched(comm_watchdog(), "all-reduce", description_.c_str());
   in_pieces(n, [&](int64_t off, int count) {
     check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_DOUBLE, MPI_SUM, comm_of(comm_)), "all-reduce");
   });
@@ -115,6 +174,7 @@ void Communicator::all_reduce_sum(double* data, int64_t n) const {
 
 void Communicator::all_reduce_sum(int64_t* data, int64_t n) const {
   if (!distributed()) return;
+  const Watched watched(comm_watchdog(), "all-reduce", description_.c_str());
   in_pieces(n, [&](int64_t off, int count) {
     check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_INT64_T, MPI_SUM, comm_of(comm_)), "all-reduce");
   });
@@ -122,6 +182,7 @@ void Communicator::all_reduce_sum(int64_t* data, int64_t n) const {
 
 void Communicator::broadcast(void* data, size_t bytes, int root) const {
   if (!distributed()) return;
+  const Watched watched(comm_watchdog(), "broadcast", description_.c_str());
   in_pieces(int64_t(bytes), [&](int64_t off, int count) {
     check(MPI_Bcast(static_cast<char*>(data) + off, count, MPI_BYTE, root, comm_of(comm_)), "broadcast");
   });
@@ -147,6 +208,7 @@ void wait_sleeping(MPI_Request& request, const char* what) {
 
 void Communicator::barrier() const {
   if (!distributed()) return;
+  const Watched watched(comm_watchdog(), "barrier", description_.c_str());
   MPI_Request request;
   check(MPI_Ibarrier(comm_of(comm_), &request), "barrier");
   wait_sleeping(request, "barrier");
@@ -165,6 +227,7 @@ void Communicator::all_gather(const void* in, void* out, size_t bytes) const {
     return;
   }
   if (bytes > size_t(std::numeric_limits<int>::max())) throw Error("all-gather: more than 2 GB per rank");
+  const Watched watched(comm_watchdog(), "all-gather", description_.c_str());
   MPI_Request request;
   check(MPI_Iallgather(in, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE, comm_of(comm_), &request), "all-gather");
   wait_sleeping(request, "all-gather");
@@ -180,6 +243,7 @@ std::vector<std::string> Communicator::all_gather_strings(const std::string& min
   int at = 0;
   for (int64_t s : sizes) counts.push_back(int(s)), displs.push_back(at), at += int(s);
   std::string all(size_t(at), '\0');
+  const Watched watched(comm_watchdog(), "all-gather of strings", description_.c_str());
   MPI_Request request;
   check(MPI_Iallgatherv(mine.data(), int(n), MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
                         comm_of(comm_), &request),
@@ -219,6 +283,7 @@ void Communicator::reduce_scatter_sum(const float* in, float* out, const std::ve
     return;
   }
   const std::vector<int> c = int_counts(counts, nullptr);
+  const Watched watched(comm_watchdog(), "reduce-scatter", description_.c_str());
   check(MPI_Reduce_scatter(in, out, c.data(), MPI_FLOAT, MPI_SUM, comm_of(comm_)), "reduce-scatter");
 }
 
@@ -226,12 +291,14 @@ void Communicator::all_gather_blocks(float* data, const std::vector<int64_t>& co
   if (!distributed()) return;
   std::vector<int> displs;
   std::vector<int> c = int_counts(counts, &displs);
+  const Watched watched(comm_watchdog(), "all-gather", description_.c_str());
   check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, c.data(), displs.data(), MPI_FLOAT, comm_of(comm_)),
         "all-gather");
 }
 
 void Communicator::all_reduce_max(float* data, int64_t n) const {
   if (!distributed()) return;
+  const Watched watched(comm_watchdog(), "all-reduce (max)", description_.c_str());
   in_pieces(n, [&](int64_t off, int count) {
     check(MPI_Allreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_MAX, comm_of(comm_)), "all-reduce max");
   });
@@ -243,6 +310,7 @@ void Communicator::all_gather_equal(const float* in, float* out, int64_t n) cons
     return;
   }
   if (n * size_ > std::numeric_limits<int>::max()) throw Error("all-gather: more than 2^31 elements");
+  const Watched watched(comm_watchdog(), "all-gather", description_.c_str());
   check(MPI_Allgather(in, int(n), MPI_FLOAT, out, int(n), MPI_FLOAT, comm_of(comm_)), "all-gather");
 }
 
@@ -252,6 +320,7 @@ void Communicator::reduce_scatter_equal(const float* in, float* out, int64_t n) 
     return;
   }
   if (n * size_ > std::numeric_limits<int>::max()) throw Error("reduce-scatter: more than 2^31 elements");
+  const Watched watched(comm_watchdog(), "reduce-scatter", description_.c_str());
   check(MPI_Reduce_scatter_block(in, out, int(n), MPI_FLOAT, MPI_SUM, comm_of(comm_)), "reduce-scatter");
 }
 
@@ -263,12 +332,14 @@ void check_bytes(size_t bytes, const char* what) {
 
 void Communicator::send(const void* data, size_t bytes, int dest, int tag) const {
   check_bytes(bytes, "send");
+  const Watched watched(comm_watchdog(), "send to", description_.c_str(), world_rank_of(dest));
   check(MPI_Send(data, int(bytes), MPI_BYTE, dest, tag, comm_of(comm_)), "send");
 }
 
 void Communicator::recv(void* data, size_t bytes, int source, int tag) const {
   check_bytes(bytes, "receive");
   MPI_Status status;
+  const Watched watched(comm_watchdog(), "receive from", description_.c_str(), world_rank_of(source));
   check(MPI_Recv(data, int(bytes), MPI_BYTE, source, tag, comm_of(comm_), &status), "receive");
   int got = 0;
   MPI_Get_count(&status, MPI_BYTE, &got);
@@ -284,14 +355,18 @@ Communicator::Request Communicator::isend(const void* data, size_t bytes, int de
   if (code != MPI_SUCCESS) delete req;
   check(code, "send");
   r.request_ = req;
+  r.group_ = description_.c_str(), r.peer_ = world_rank_of(dest);
   return r;
 }
 
-Communicator::Request::Request(Request&& o) noexcept : request_(o.request_) { o.request_ = nullptr; }
+Communicator::Request::Request(Request&& o) noexcept : request_(o.request_), group_(o.group_), peer_(o.peer_) {
+  o.request_ = nullptr;
+}
 Communicator::Request& Communicator::Request::operator=(Request&& o) noexcept {
   if (this != &o) {
     if (request_) wait();
-    request_ = o.request_, o.request_ = nullptr;
+    request_ = o.request_, group_ = o.group_, peer_ = o.peer_;
+    o.request_ = nullptr;
   }
   return *this;
 }
@@ -305,6 +380,7 @@ void Communicator::Request::wait() {
   if (!request_) return;
   auto* req = static_cast<MPI_Request*>(request_);
   request_ = nullptr;
+  const Watched watched(comm_watchdog(), "send to", group_, peer_);
   const int code = MPI_Wait(req, MPI_STATUS_IGNORE);
   delete req;
   check(code, "send");
@@ -322,9 +398,13 @@ void fault_point(const char* stage) {
   if (!e) return;
   const std::string spec = e;
   const size_t colon = spec.find(':');
-  if (colon == std::string::npos || spec.substr(colon + 1) != stage) return;
-  if (std::atoi(spec.substr(0, colon).c_str()) == Communicator::world().rank())
-    throw Error(cat(stage, ": fault injected by PRETRAIN_FAULT=", spec));
+  if (colon == std::string::npos) return;
+  const std::string what = spec.substr(colon + 1);
+  const bool stop = what == cat(stage, ":stop");
+  if ((what != stage && !stop) || std::atoi(spec.substr(0, colon).c_str()) != Communicator::world().rank()) return;
+  if (!stop) throw Error(cat(stage, ": fault injected by PRETRAIN_FAULT=", spec));
+  std::fflush(stdout);
+  std::raise(SIGSTOP);
 }
 
 std::optional<DirLock> lock_dir_for_job(const std::string& dir, const Communicator& group) {

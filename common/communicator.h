@@ -5,6 +5,9 @@
 //
 // A process not started by mpirun (no OMPI_COMM_WORLD_SIZE / PMI_SIZE in its environment) is a
 // group of one and never initialises MPI, so the single-process tools start instantly.
+//
+// Every call that waits for other ranks is watched (common/comm_watchdog.h): past --comm-timeout
+// the process ends, naming the call, this group and, for point to point, the peer.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -29,13 +32,16 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
   // The ranks with the same color, ordered by key (MPI_Comm_split: a collective); a group of one
-  // when not distributed.
-  std::unique_ptr<Communicator> split(int color, int key) const;
+  // when not distributed. `name` says which group it is in the watchdog's messages ("data").
+  std::unique_ptr<Communicator> split(int color, int key, const std::string& name = "sub") const;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }  // this rank's index on its node (picks the GPU)
   bool distributed() const { return size_ > 1; }
+  // "the data group (world ranks 0, 2)": what the watchdog's messages call it.
+  const std::string& description() const { return description_; }
+  int world_rank_of(int rank) const;  // a rank of this group, as the world numbers it
 
   // In place: data = Σ over ranks (every rank gets the same bits).
   void all_reduce_sum(float* data, int64_t n) const;
@@ -77,6 +83,8 @@ class Communicator {
    private:
     friend class Communicator;
     void* request_ = nullptr;  // MPI_Request, heap-allocated
+    const char* group_ = nullptr;  // for the watchdog: the communicator's description
+    int peer_ = -1;                // and the destination's world rank
   };
   void send(const void* data, size_t bytes, int dest, int tag) const;
   void recv(void* data, size_t bytes, int source, int tag) const;
@@ -84,15 +92,18 @@ class Communicator {
 
  private:
   Communicator();
-  Communicator(void* comm, int rank, int size, int local_rank);
+  Communicator(void* comm, int rank, int size, int local_rank, std::vector<int> world_ranks, const std::string& name);
   bool owned_ = false;
   int rank_ = 0, size_ = 1, local_rank_ = 0;
   void* comm_ = nullptr;  // MPI_Comm, when distributed
+  std::vector<int> world_ranks_;  // by rank in this group
+  std::string description_;
 };
 
 // A test seam of the tools that run under mpirun: PRETRAIN_FAULT=RANK:STAGE makes that rank of the
 // world throw an Error as `stage` begins (the tests check that one failing rank ends the whole job,
-// naming itself). Does nothing without the variable.
+// naming itself); PRETRAIN_FAULT=RANK:STAGE:stop makes it stop itself there (SIGSTOP: a stalled
+// peer, which the others' watchdogs must end). Does nothing without the variable.
 void fault_point(const char* stage);
 
 // An output directory's lock (DirLock) for a whole job: its rank 0 takes it and every rank learns

@@ -102,6 +102,22 @@ TEST_P(Collectives, PointToPointDeliversInTagOrderAndChecksTheSize) {
   g().barrier();
 }
 
+// The watchdog's words for a group: its name and its members as the world numbers them (the
+// split's keys reversed, so a group's rank differs from its world rank).
+TEST(Communicator, AGroupIsDescribedByNameAndWorldRanks) {
+  const Communicator& world = Communicator::world();
+  if (world.size() != 4) GTEST_SKIP() << "run under mpirun -np 4 (ctest does)";
+  EXPECT_EQ(world.description(), "the world (ranks 0-3)");
+  const int r = world.rank();
+  const auto odd_even = world.split(r % 2, -r, "parity");
+  const int a = r % 2, b = r % 2 + 2;  // its members; key -r puts the larger first
+  EXPECT_EQ(odd_even->description(), "the parity group (world ranks " + std::to_string(b) + ", " + std::to_string(a) + ")");
+  EXPECT_EQ(odd_even->world_rank_of(0), b);
+  EXPECT_EQ(odd_even->world_rank_of(1), a);
+  EXPECT_EQ(odd_even->world_rank_of(2), -1);
+  EXPECT_EQ(world.split(r, 0, "alone")->description(), "the alone group (world rank " + std::to_string(r) + ")");
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(2, 4),
                          [](const auto& info) { return std::to_string(info.param) + "_ranks"; });
 

@@ -48,13 +48,13 @@ Grid::Grid(const Communicator& world, const GridShape& shape) : world_(world), s
   me_ = grid_coordinates(world.rank(), shape.tensor, data_size_);
   const int t = shape.tensor, d = data_size_;
   // Color: the coordinates the group's members share; key: the one that varies.
-  tensor_ = world.split(me_.pipeline * d + me_.data, me_.tensor);
-  data_ = world.split(me_.pipeline * t + me_.tensor, me_.data);
-  pipeline_ = world.split(me_.data * t + me_.tensor, me_.pipeline);
-  model_ = world.split(me_.data, me_.pipeline * t + me_.tensor);
+  tensor_ = world.split(me_.pipeline * d + me_.data, me_.tensor, "tensor");
+  data_ = world.split(me_.pipeline * t + me_.tensor, me_.data, "data");
+  pipeline_ = world.split(me_.data * t + me_.tensor, me_.pipeline, "pipeline");
+  model_ = world.split(me_.data, me_.pipeline * t + me_.tensor, "model");
   const bool ends = shape.pipeline > 1 && (first_stage() || last_stage());
   // Middle stages (and pipeline 1) get groups of their own: color past every shared one.
-  embedding_ = world.split(ends ? me_.data * t + me_.tensor : d * t + world.rank(), me_.pipeline);
+  embedding_ = world.split(ends ? me_.data * t + me_.tensor : d * t + world.rank(), me_.pipeline, "embedding");
 }
 
 std::string Grid::describe() const {

@@ -33,7 +33,8 @@ ModelShard model_shard(const ModelConfig& c, const GridShape& shape, const GridC
 
 class Grid {
  public:
-  // A collective over the world (every rank splits its groups in the same order).
+  // A collective over the world (every rank splits its groups in the same order). Each group is
+  // named after its role ("the data group (world ranks 0, 2)" in the watchdog's messages).
   Grid(const Communicator& world, const GridShape& shape);
   const GridShape& shape() const { return shape_; }
   int tensor_size() const { return shape_.tensor; }
