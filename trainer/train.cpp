@@ -106,6 +106,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--seed", r.seed, "weights, dropout and data order")->capture_default_str();
   app.add_option("--peak-tflops", r.peak_tflops, "peak TFLOPs per device for MFU (default: GPU table or measured sgemm)");
+  add_comm_timeout_option(app, r.comm_timeout);
   app.add_option("--bucket-mb", p.bucket_mb,
                  "data parallel: gradients reduced in buckets of this size while the backward pass runs "
                  "(0: one all-reduce after it)")
@@ -533,6 +534,8 @@ int train(TrainOptions o, const Fault& fault) {
 
   // Plan → grid → device → data → this rank's shard of the model → optimizer → schedule → data parallel.
   const Communicator& world = Communicator::world();
+  CommWatchdog& watchdog = comm_watchdog();  // says where a stalled collective waited
+  watchdog.set_stage("setup");
   // One run per checkpoint directory: two would overwrite each other's step-N and `latest`.
   const std::optional<DirLock> lock =
       run.checkpoint_dir.empty() ? std::optional<DirLock>() : lock_dir_for_job(run.checkpoint_dir, world);
@@ -586,6 +589,7 @@ int train(TrainOptions o, const Fault& fault) {
                                   {"loss_scale", done.scaler.scale},
                                   {"loss_scale_good_steps", done.scaler.good_steps}};
     // Whole tensors: the grid's shards put together on world rank 0, which writes; the others wait.
+    watchdog.set_stage("checkpoint");
     std::vector<float> m, v;
     optimizer.moments_to_host(m, v);
     const std::string path = save_checkpoint(run.checkpoint_dir, step, model, m, v, state, &grid);
@@ -610,6 +614,8 @@ int train(TrainOptions o, const Fault& fault) {
   model.prepare(o.data.batch_size, loader.seq_len(), loader.max_predictions(),
                 pipeline.slots(int(o.data.grad_accum), true), std::max<int64_t>(1, loader.max_pack()));
   for (int64_t step = done.step + 1; step <= run.max_steps; ++step) {
+    watchdog.set_step(step);
+    watchdog.set_stage("train");
     const double t0 = now_seconds();
     StepBatch batch = next_step(loader, o, grid.data(), device);
     const double data_wait = now_seconds() - t0;
@@ -653,12 +659,15 @@ int train(TrainOptions o, const Fault& fault) {
     r.device_bytes = device_bytes_allocated().peak;
     metrics.record(r, step % run.log_interval == 0 || step == run.max_steps || step == done.step + 1);
     // After the step's record: its time leaves the evaluation out, and the next step's clock starts after it.
-    if (evaluation && (step % evaluation->interval == 0 || step == run.max_steps))
+    if (evaluation && (step % evaluation->interval == 0 || step == run.max_steps)) {
+      watchdog.set_stage("evaluation");
       metrics.record_eval(evaluate(*evaluation, step, o, pipeline, grid, device));
+    }
     if (!run.checkpoint_dir.empty() && run.save_interval > 0 && step % run.save_interval == 0 && step != run.max_steps)
       save(step);
   }
   if (!run.checkpoint_dir.empty() && done.step < run.max_steps) save(run.max_steps);
+  watchdog.set_stage("finish");
   if (!run.export_path.empty()) {
     const auto weights = export_weights(model, &grid);  // a collective: whole tensors on rank 0
     if (world.rank() == 0 && is_hf_directory(run.export_path)) {
@@ -681,6 +690,7 @@ int train(TrainOptions o, const Fault& fault) {
 }  // namespace
 
 int run_training(TrainOptions o) {
+  comm_watchdog().set_timeout(o.run.comm_timeout);  // before the world: its ranks are watched from the first call
   const Communicator& world = Communicator::world();
   if (o.plan.on) return print_plan(o);
   if (o.data.sources.empty()) throw UsageError("--data is required (the shards to train on)");

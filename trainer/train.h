@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/comm_watchdog.h"
 #include "trainer/model.h"
 #include "trainer/optimizer.h"
 
@@ -61,6 +62,7 @@ struct RunOptions {
   std::string precision = "fp32";
   std::string device = "cpu";
   double peak_tflops = 0;  // for MFU; 0: the GPU table, or a measured sgemm rate on CPU
+  double comm_timeout = kCommTimeoutTrainer;  // seconds a collective may wait (common/comm_watchdog.h); 0: forever
 };
 
 // Evaluation during training (Megatron's --eval-interval / --eval-iters): every `interval` steps and

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "common/cli.h"
+#include "common/comm_watchdog.h"
 #include "common/communicator.h"
 #include "common/log.h"
 #include "datagen/shards/make_shards.h"
@@ -70,6 +71,8 @@ int main(int argc, char** argv) {
                "WordPiece: tokenize as Google's Python tokenizer where it differs from HF's fast one");
   app.add_flag("--resume", o.resume, "continue an interrupted run in the output directory (same inputs and options)");
   app.add_flag("--keep-work", o.keep_work, "keep <output>/.work (token store, spill buckets)");
+  double comm_timeout = kCommTimeoutDatagen;
+  add_comm_timeout_option(app, comm_timeout);
   app.add_option("--stop-after-shards", o.stop_after_shards)->group("");  // tests: stop as a kill would
   app.add_option("--checkpoint-bytes", o.checkpoint_bytes)->group("");    // tests: tokenize checkpoints this often
   app.add_option("--store-budget-bytes", o.store_resident_budget)->group("");  // tests: the store's RSS budget
@@ -79,6 +82,7 @@ int main(int argc, char** argv) {
     o.rng = rng == "python" ? ShardRng::python : ShardRng::counter;
     o.gpt_format = format == "llmc" ? GptFormat::llmc : GptFormat::megatron;
     if (lowercase_flag->count() > 0) o.tokenizer_options.lowercase = lowercase;
+    comm_watchdog().set_timeout(comm_timeout);
     const Communicator& world = Communicator::world();
     if (world.rank() != 0) set_log_level(LogLevel::warn);
     MakeShardsStats s;

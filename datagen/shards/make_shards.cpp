@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "common/cli.h"
+#include "common/comm_watchdog.h"
 #include "common/communicator.h"
 #include "common/file.h"
 #include "common/log.h"
@@ -139,6 +140,8 @@ bool rank0_says(bool answer) {
 MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
   check_options(o);
   const Communicator& world = Communicator::world();
+  CommWatchdog& watchdog = comm_watchdog();  // names the stage a stalled collective waited in
+  watchdog.set_stage("start");
   const StageClock run_clock;
   MakeShardsStats stats;
   auto tok = load_tokenizer(o.tokenizer, o.tokenizer_options);
@@ -160,6 +163,7 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
     log_info("--resume: the token store is complete; not tokenizing again");
   } else {
     const StageClock clock;
+    watchdog.set_stage("tokenize");
     fault_point("tokenize");
     if (world.distributed()) {
       tokenize_in_parts(tokenize, *tok, reader, store_dir, skey, world);
@@ -179,12 +183,18 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
   if (o.model == ModelKind::bert && o.rng == ShardRng::python) {
     // The Python script's algorithm, over every document (it has no valid split). It is one
     // sequence of draws from one generator: rank 0 runs it alone, the others wait.
+    watchdog.set_stage("bert-python");
     if (world.rank() == 0) {
       SplitOutput output = split_output(o, tok->info(), skey, false);
       output.ranks = nullptr;
       write_bert_python_shards(bert_stage_options(o), vocab, store, output, stats);
     }
+    // The others wait for as long as the corpus takes rank 0: that wait is not a stall, and goes
+    // unwatched (a rank 0 that dies still ends the job through mpirun). Rank 0's own is watched.
+    const double timeout = watchdog.timeout();
+    if (world.rank() != 0) watchdog.set_timeout(0);
     world.barrier();
+    watchdog.set_timeout(timeout);
   } else {
     // Stage 2: train and valid documents; stage 3: each split's shards.
     const DocumentSplit split = split_documents(uint32_t(store.num_documents()), split_options(o));
@@ -194,6 +204,8 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
       const std::vector<uint32_t>& documents = valid ? split.valid : split.train;
       if (valid && documents.empty()) continue;
       const SplitOutput output = split_output(o, tok->info(), skey, valid);
+      watchdog.set_stage(o.model == ModelKind::gpt ? (valid ? "write (valid)" : "write")
+                                                   : (valid ? "instances (valid)" : "instances"));
       if (o.model == ModelKind::gpt) {
         fault_point("write");
         write_gpt_split({.format = o.gpt_format, .vocab_size = tok->vocab_size()}, store, documents, output, stats);
@@ -204,6 +216,7 @@ MakeShardsStats run_make_shards(const MakeShardsOptions& o) {
     }
   }
   stats.seconds = run_clock.wall_seconds();
+  watchdog.set_stage("finish");
   world.barrier();
   if (!o.keep_work && world.rank() == 0) std::filesystem::remove_all(work);
   return stats;

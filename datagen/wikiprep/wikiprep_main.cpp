@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "common/cli.h"
+#include "common/comm_watchdog.h"
 #include "common/communicator.h"
 #include "common/log.h"
 #include "datagen/wikiprep/wikiprep.h"
@@ -36,12 +37,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--resume", options.resume,
                "continue an interrupted run in the output directory (same input and options)");
+  double comm_timeout = kCommTimeoutDatagen;
+  add_comm_timeout_option(app, comm_timeout);
   // For tests: exit as a kill would once this many shards are committed.
   app.add_option("--stop-after-shards", options.stop_after_shards)->group("");
   for (int i = 1; i < argc; ++i) options.args.emplace_back(argv[i]);
   return run_tool(app, argc, argv, [&] {
     options.format = format == "sentences" ? WikiprepFormat::sentences : WikiprepFormat::jsonl;
     // Under mpirun the ranks share the dump (wikiprep_ranks.h); rank 0 speaks for them.
+    comm_watchdog().set_timeout(comm_timeout);
     const Communicator& world = Communicator::world();
     if (world.rank() != 0) set_log_level(LogLevel::warn);
     try {

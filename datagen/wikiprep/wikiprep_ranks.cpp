@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "common/cli.h"
+#include "common/comm_watchdog.h"
 #include "common/file.h"
 #include "common/json_integer.h"
 #include "common/log.h"
@@ -97,6 +98,8 @@ WikiprepStats run_wikiprep_ranks(const WikiprepOptions& o, const Communicator& w
   if (o.input == "-") throw UsageError("under mpirun every rank reads the dump itself: give a file, not stdin");
   if (o.stop_after_shards) throw UsageError("--stop-after-shards is for one process, not under mpirun");
   const int rank = world.rank(), ranks = world.size();
+  CommWatchdog& watchdog = comm_watchdog();  // names the stage a stalled collective waited in
+  watchdog.set_stage("start");
   const auto lock = lock_dir_for_job(o.output_dir, world);  // one job per directory; its ranks share it
   const uint64_t size = file_size(o.input);
   Manifest base;
@@ -132,6 +135,7 @@ WikiprepStats run_wikiprep_ranks(const WikiprepOptions& o, const Communicator& w
   json summary;
   std::vector<uint64_t> sizes;
   SiteInfo site;
+  watchdog.set_stage("part");
   fault_point("part");
   if (o.resume && load_done_part(part, key, summary, sizes)) {
     log_info("--resume: rank ", rank, "'s part is done: ", sizes.size(), " documents");
@@ -144,6 +148,7 @@ WikiprepStats run_wikiprep_ranks(const WikiprepOptions& o, const Communicator& w
   // 2. Where shards start: the rule handed down the ranks, then everyone's part sizes. Every
   // part is done first, so a job that fails from here on leaves them all for --resume.
   world.barrier();
+  watchdog.set_stage("shards");
   fault_point("shards");
   ShardCursor cursor;
   if (rank > 0) world.recv(&cursor, sizeof cursor, rank - 1, 7001);
@@ -170,6 +175,7 @@ WikiprepStats run_wikiprep_ranks(const WikiprepOptions& o, const Communicator& w
   json entries = json::array();
   for (const ShardEntry& e : written) entries.push_back({e.file, e.records, e.bytes, e.xxh3});
   summary["shards"] = entries;
+  watchdog.set_stage("manifest");
   std::vector<std::string> summaries = world.all_gather_strings(summary.dump());
   world.barrier();  // every shard is committed
   if (rank != 0) return WikiprepStats{};
