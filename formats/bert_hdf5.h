@@ -28,6 +28,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pretrain {
@@ -137,6 +138,10 @@ class BertShardReader {
   BertRecord read(int64_t index);
   // Records [begin, begin+count) into `out` (resized). Throws when the range is outside [0, size()).
   void read_range(int64_t begin, int64_t count, BertBatch& out);
+  // From now on read_range fills only these datasets (by name; a packed one in an unpacked shard
+  // is ignored) and leaves the others as BertBatch::resize() makes them: a pass that needs a few
+  // columns (shard-tool stats) inflates only theirs. UsageError for a name no shard has.
+  void read_only(std::span<const std::string_view> datasets);
 
  private:
   struct Impl;

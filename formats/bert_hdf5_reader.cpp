@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.h"
@@ -48,6 +49,13 @@ using hdf5::quiet_hdf5;
 using hdf5::throw_hdf5;
 
 namespace {
+
+// The index of dataset `name` in kColumns (kColumns.size() when there is none).
+constexpr size_t column_index(std::string_view name) {
+  size_t c = 0;
+  while (c < kColumns.size() && name != kColumns[c].name) ++c;
+  return c;
+}
 
 // HDF5 clamps out-of-range values during conversion unless told otherwise; we fail instead.
 H5T_conv_ret_t refuse_overflow(H5T_conv_except_t kind, hid_t, hid_t, void*, void*, void*) {
@@ -106,9 +114,11 @@ struct BertShardReader::Impl {
   std::array<Dataset, kColumns.size()> sets;
   size_t columns = kNvidiaColumns;  // datasets in the file: six, ten when packed
   int64_t records = 0, seq = 0, max_pred = 0, max_pack = 0;
+  std::array<bool, kColumns.size()> wanted;  // the datasets read_range fills (read_only)
   BertBatch one;  // scratch for read()
 
   Impl(const std::string& p, BertReadPath read_path) : path(p) {
+    wanted.fill(true);
     quiet_hdf5();
     check_hdf5_signature(path);
     Where where{path};
@@ -442,7 +452,7 @@ struct BertShardReader::Impl {
     size_t inflate_bytes = 0;
     for (size_t c = 0; c < columns; ++c) {
       Dataset& d = sets[c];
-      if (!d.raw) continue;
+      if (!d.raw || !wanted[c]) continue;
       const int64_t col_chunks = static_cast<int64_t>(d.cache.size());
       for (int64_t rc = begin / d.chunk_rows; rc <= (begin + count - 1) / d.chunk_rows; ++rc)
         for (int64_t cc = 0; cc < col_chunks; ++cc) {
@@ -482,9 +492,9 @@ struct BertShardReader::Impl {
     if (count == 0) return;
     read_raw(begin, count, out);
     for (size_t c = 0; c < columns; ++c)
-      if (!sets[c].raw) read_slab(c, begin, count, out);
+      if (!sets[c].raw && wanted[c]) read_slab(c, begin, count, out);
     // Positions index into the sequence downstream; a bad one must not get that far.
-    for (size_t i = 0; i < out.masked_lm_positions.size(); ++i) {
+    for (size_t i = 0; wanted[kPositions] && i < out.masked_lm_positions.size(); ++i) {
       int32_t p = out.masked_lm_positions[i];
       if (p < 0 || p >= seq)
         throw Error(Where::at_record(path, begin + static_cast<int64_t>(i) / max_pred),
@@ -497,17 +507,18 @@ struct BertShardReader::Impl {
   // A packed row's values that index downstream (position embeddings, NSP gathers, the attention
   // mask) must be in range; the row's other invariants are shard-tool verify's.
   void check_packed_indices(int64_t begin, const BertBatch& out) const {
-    auto in = [&](const auto& v, int64_t width, const char* name, int64_t lo, int64_t hi) {
-      for (size_t i = 0; i < v.size(); ++i)
+    // Column c of the batch (unread columns are skipped), `width` values a record.
+    auto in = [&](size_t c, const auto& v, int64_t width, int64_t lo, int64_t hi) {
+      for (size_t i = 0; wanted[c] && i < v.size(); ++i)
         if (v[i] < lo || v[i] > hi)
           throw Error(Where::at_record(path, begin + static_cast<int64_t>(i) / width),
-                      cat(name, "[", static_cast<int64_t>(i) % width, "] = ", static_cast<int>(v[i]),
+                      cat(kColumns[c].name, "[", static_cast<int64_t>(i) % width, "] = ", static_cast<int>(v[i]),
                           ", expected a value in [", lo, ", ", hi, "]"));
     };
-    in(out.position_ids, seq, "position_ids", 0, seq - 1);
-    in(out.sequence_ids, seq, "sequence_ids", 0, max_pack);
-    in(out.next_sentence_positions, max_pack, "next_sentence_positions", 0, seq - 1);
-    in(out.packed_next_sentence_labels, max_pack, "packed_next_sentence_labels", -1, 1);
+    in(column_index("position_ids"), out.position_ids, seq, 0, seq - 1);
+    in(column_index("sequence_ids"), out.sequence_ids, seq, 0, max_pack);
+    in(kPackPositions, out.next_sentence_positions, max_pack, 0, seq - 1);
+    in(column_index("packed_next_sentence_labels"), out.packed_next_sentence_labels, max_pack, -1, 1);
   }
 };
 
@@ -535,6 +546,16 @@ BertRecord BertShardReader::read(int64_t index) {
 }
 
 void BertShardReader::read_range(int64_t begin, int64_t count, BertBatch& out) { impl_->read_range(begin, count, out); }
+
+void BertShardReader::read_only(std::span<const std::string_view> datasets) {
+  std::array<bool, kColumns.size()> wanted{};
+  for (std::string_view name : datasets) {
+    const size_t c = column_index(name);
+    if (c == kColumns.size()) throw UsageError(cat("read_only: no BERT shard has a dataset '", name, "'"));
+    wanted[c] = true;
+  }
+  impl_->wanted = wanted;
+}
 
 uint64_t count_bert_records(const std::string& path) {
   return static_cast<uint64_t>(BertShardReader(path).size());

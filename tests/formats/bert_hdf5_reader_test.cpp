@@ -289,6 +289,35 @@ TEST(BertShardReader, RangesOutsideTheShardAreErrorsNamingTheFile) {
   testing::expect_same_record(assigned.read(3), records[3], 3);
 }
 
+// read_only: only the datasets named are read (on both paths; the others stay as resize() leaves
+// them), a packed one named for an unpacked shard is ignored, and an unknown name is refused.
+TEST(BertShardReader, ReadOnlyFillsTheDatasetsNamed) {
+  TempDir dir;
+  const std::string plain = dir.file("plain.hdf5"), packed = dir.file("packed.hdf5");
+  const auto records = write_random(plain, 9, 8, 2, 4);
+  const auto rows = write_random(packed, 9, 8, 2, 4, 3, /*max_pack=*/2);
+  for (auto read_path : {BertReadPath::automatic, BertReadPath::hyperslab}) {
+    BertShardReader reader(plain, read_path);
+    const std::string_view wanted[] = {"input_mask", "sequence_ids"};
+    reader.read_only(wanted);
+    BertBatch batch;
+    reader.read_range(0, 9, batch);
+    for (int64_t i = 0; i < 9; ++i)
+      EXPECT_EQ(batch.record(i).input_mask, records[size_t(i)].input_mask) << i;
+    EXPECT_EQ(batch.input_ids, std::vector<int32_t>(72, 0));
+    EXPECT_EQ(batch.masked_lm_positions, std::vector<int32_t>(18, 0));
+    BertShardReader packed_reader(packed, read_path);
+    const std::string_view sequence[] = {"sequence_ids"};
+    packed_reader.read_only(sequence);
+    packed_reader.read_range(0, 9, batch);
+    for (int64_t i = 0; i < 9; ++i) EXPECT_EQ(batch.record(i).sequence_ids, rows[size_t(i)].sequence_ids) << i;
+    EXPECT_EQ(batch.packed_next_sentence_labels, std::vector<int8_t>(18, -1));
+  }
+  BertShardReader reader(plain);
+  const std::string_view unknown[] = {"input_ids", "attention_mask"};
+  expect_error([&] { reader.read_only(unknown); }, {"attention_mask"});
+}
+
 // ---------------------------------------------------------------------------------------------
 // NVIDIA's files (create_pretraining_data.py + h5py), checked against its own instance dump.
 
