@@ -20,9 +20,6 @@ struct PackItem {
   uint32_t predictions = 0;  // ≤ max_predictions
 };
 
-// --max-pack's default: MLPerf's packing puts at most 3 instances in a row.
-inline constexpr int kDefaultMaxPack = 3;
-
 struct PackLimits {
   uint32_t seq_len = kBertSeqLen, max_predictions = kBertMaxPredictions, max_pack = kDefaultMaxPack;
 };
