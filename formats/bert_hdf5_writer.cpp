@@ -83,8 +83,11 @@ struct BertShardWriter::Impl {
         columns(column_count(o.max_pack)), level(o.gzip_level) {
     Where where{path};
     if (seq < 1 || seq > (1 << 24)) throw UsageError(where, cat("seq_len ", seq, " must be in [1, 2^24]"));
-    if (max_pred < 0 || max_pred > (1 << 24))
-      throw UsageError(where, cat("max_predictions ", max_pred, " must be in [0, 2^24]"));
+    // No masked-LM columns would make [N, 0] datasets, which HDF5 cannot chunk (h5py refuses them;
+    // libhdf5 faults writing their chunks) and no BERT trainer reads.
+    if (max_pred < 1 || max_pred > (1 << 24))
+      throw UsageError(where, cat("max_predictions ", max_pred,
+                                  " must be in [1, 2^24]: a BERT shard holds each record's masked-LM predictions"));
     // sequence_ids is int8 and counts instances from 1.
     if (max_pack < 0 || max_pack > 127) throw UsageError(where, cat("max_pack ", max_pack, " must be in [0, 127]"));
     if (level < 0 || level > 9) throw UsageError(where, cat("gzip level ", level, " must be in [0, 9]"));

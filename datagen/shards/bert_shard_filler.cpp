@@ -10,7 +10,12 @@ namespace pretrain {
 
 void BertShardFillerOptions::check() const {
   if (seq_len < 5 || seq_len > 65535) throw UsageError("--seq-len must be in [5, 65535]");
-  if (max_predictions < 1 || max_predictions > 255) throw UsageError("--max-predictions must be in [1, 255]");
+  // At least one: with none, BERT's masked-LM objective has nothing to learn from and the shards'
+  // masked_lm_* datasets would be [N, 0], which HDF5 cannot chunk.
+  if (max_predictions < 1 || max_predictions > 255)
+    throw UsageError(cat("--max-predictions must be in [1, 255], not ", max_predictions,
+                         max_predictions < 1 ? ": BERT's masked-LM objective needs at least one masked position per sequence"
+                                             : ""));
   if (compression_level < 0 || compression_level > 9) throw UsageError("--compression-level must be in [0, 9]");
 }
 

@@ -308,6 +308,17 @@ TEST(BertShardWriter, MisuseIsAnErrorNamingTheFile) {
   expect_error([&] { writer.append(BertBatch(1, 8, 2)); }, {path, "append after commit"});
   EXPECT_EQ(count_bert_records(path), 1u);
   expect_error([&] { BertShardWriter(dir.file("p.hdf5"), 8, -1); }, {"p.hdf5", "max_predictions -1"});
+  // No masked-LM columns: refused, not a shard of [N, 0] masked-LM datasets (libhdf5 faults
+  // writing their chunks).
+  const std::string none = dir.file("none.hdf5");
+  expect_error(
+      [&] {
+        BertShardWriter no_predictions(none, 8, 0);
+        no_predictions.append(BertRecord{{101, 102}, {1, 1}, {0, 0}, {}, {}, 0});
+        no_predictions.commit();
+      },
+      {none, "max_predictions 0", "[1, 2^24]", "masked-LM"});
+  EXPECT_FALSE(file_exists(none));
   expect_error([&] { BertShardWriter(dir.file("c.hdf5"), 128, 20, {.records_per_chunk = int64_t{1} << 30}); },
                {"c.hdf5", "over 1 GiB"});
   expect_error([&] { BertShardWriter(dir.file("missing/dir/s.hdf5"), 8, 2); }, {"missing/dir/s.hdf5"});
