@@ -4,6 +4,7 @@
 //                              binned split; every row of a packed BERT shard
 //   convert --to megatron|llmc IN OUT
 //   import-docs INPUT… -o DIR  wikiextractor output / JSON lines → our zstd document shards
+//   stats SET                  corpus statistics of one set of shards (shard_stats.h): tables, JSON
 #include "formats/shard_tool.h"
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "formats/doc_shards.h"
 #include "formats/llmc.h"
 #include "formats/megatron.h"
+#include "formats/shard_stats.h"
 
 namespace pretrain {
 
@@ -189,7 +191,44 @@ static int verify_dir(const std::string& dir, std::ostream& out) {
   return static_cast<int>(problems.size());
 }
 
-int shard_tool_main(int argc, char** argv) {
+// stats' one set: a directory with manifest.json, the manifest, or shard files (globs) of one kind.
+static StatsInput stats_input(const std::vector<std::string>& given) {
+  StatsInput in;
+  for (const std::string& g : given) in.given += (in.given.empty() ? "" : " ") + g;
+  if (given.size() == 1) {
+    std::string manifest;
+    if (std::error_code ec; std::filesystem::is_directory(given[0], ec)) {
+      manifest = path_join(given[0], kManifestName);
+      if (!file_exists(manifest)) throw Error(Where{given[0]}, "a directory without manifest.json: name its shard files");
+    } else if (base_name(given[0]) == kManifestName) {
+      manifest = given[0];
+    }
+    if (!manifest.empty()) {
+      in.manifest = Manifest::read(manifest);
+      in.manifest_path = manifest;
+      in.format = in.manifest->format;
+      return in;
+    }
+  }
+  std::optional<ShardKind> kind;
+  for (const std::string& g : given) {
+    const bool exists = file_exists(g) || file_exists(megatron_idx_path(megatron_prefix(g)));
+    for (const std::string& f : exists ? std::vector<std::string>{g} : expand_inputs({g})) {
+      const ShardKind k = detect_kind(f);
+      if (k == ShardKind::manifest) throw UsageError(Where{f}, "a manifest names a set of its own: give it alone");
+      if (kind && k != *kind)
+        throw UsageError(Where{f}, cat("a ", kind_name(k), " shard among ", kind_name(*kind), " ones: stats counts one kind at a time"));
+      kind = k;
+      // A Megatron shard once, whichever of its files or its prefix is named.
+      const std::string file = k == ShardKind::megatron ? megatron_bin_path(megatron_prefix(f)) : f;
+      if (std::find(in.files.begin(), in.files.end(), file) == in.files.end()) in.files.push_back(file);
+    }
+  }
+  in.format = kind_name(*kind);
+  return in;
+}
+
+int shard_tool_main(int argc, char** argv, const StatsTextTools& text_tools) {
   CLI::App app{"Inspect, verify and convert pretraining shards (BERT HDF5, Megatron .bin/.idx, llm.c .bin, "
                "document .jsonl.zst)",
                "shard-tool"};
@@ -228,6 +267,26 @@ int shard_tool_main(int argc, char** argv) {
   import_docs->add_option("--shard-bytes", doc_options.shard_bytes, "uncompressed bytes per shard");
   import_docs->add_option("--zstd-level", doc_options.zstd_level, "zstd level")->check(CLI::Range(1, 19));
 
+  std::vector<std::string> stats_paths;
+  ShardStatsOptions stats_options;
+  std::string stats_json, stats_format = "table";
+  CLI::App* stats = app.add_subcommand(
+      "stats", "corpus statistics of one set of shards: counts, length histograms, [UNK] share or bytes per token, "
+               "padding and what --bin-size or --pack would save; a table, or JSON (scripts/plot_stats.py plots it)");
+  stats->add_option("set", stats_paths, "a directory with manifest.json, the manifest, or shard files of one kind")->required();
+  stats->add_option("--json", stats_json, "write the statistics as JSON to this file too");
+  stats->add_option("--format", stats_format, "what goes to stdout")->check(CLI::IsMember({"table", "json"}));
+  stats->add_option("--bin-size", stats_options.bin_sizes,
+                    "BERT: --bin-size cases to reckon, each dividing seq_len (default: 64 and 32 where they divide it)");
+  stats->add_option("--max-pack", stats_options.max_pack, "BERT: the --pack case's instances per row")->check(CLI::Range(1, 127));
+  stats->add_option("--dedup-report", stats_options.dedup_report,
+                    "dedup's report (JSON Lines of removed documents): the duplicated share");
+  stats->add_flag("!--no-sentences", stats_options.sentences, "documents: do not count sentences (the slowest statistic)");
+  stats->add_option("--lang", stats_options.lang, "documents: the language of the sentence rules (default: the manifest's, else en)");
+  stats->add_option("--tokenizer", stats_options.tokenizer,
+                    "GPT: the tokenizer that made the shards, for bytes per token (default: the manifest's record)");
+  stats->add_flag("!--no-verify", stats_options.verify, "skip the xxh3 of each shard (sizes and record counts are still checked)");
+
   return run_tool(app, argc, argv, [&]() -> int {
     if (*inspect) {
       bool first = true;
@@ -259,6 +318,13 @@ int shard_tool_main(int argc, char** argv) {
       }
       log_info("converted ", s.tokens, " tokens, ", s.documents, " documents, ", s.sequences, " sequences -> ",
                convert_out);
+      return 0;
+    }
+    if (*stats) {
+      const nlohmann::ordered_json result = shard_stats(stats_input(stats_paths), stats_options, text_tools);
+      if (!stats_json.empty()) write_file_atomic(stats_json, result.dump(1) + "\n");
+      if (stats_format == "json") std::cout << result.dump(1) << "\n";
+      else print_shard_stats(result, std::cout);
       return 0;
     }
     if (*import_docs) {

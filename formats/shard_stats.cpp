@@ -1,0 +1,387 @@
+// shard-tool stats: the pass over a set of shards (shard_stats.h). Each shard is counted on its own
+// (shards on oneTBB workers, a BERT shard's chunks inflated in parallel inside its reader, a
+// Megatron shard's documents in blocks; shard_stats_tally.cpp) into a tally; the tallies are summed
+// in shard order, so the result is the same at any --threads, and turned into the report here.
+#include "formats/shard_stats.h"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <filesystem>
+#include <unordered_set>
+
+#include "common/cli.h"
+#include "common/error.h"
+#include "common/file.h"
+#include "common/json_integer.h"
+#include "common/progress.h"
+#include "formats/bert_hdf5.h"
+#include "formats/bert_padding.h"
+#include "formats/llmc.h"
+#include "formats/shard_stats_internal.h"
+
+namespace pretrain {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+using shard_stats_internal::BertTally;
+using shard_stats_internal::check_against_manifest;
+using shard_stats_internal::disk_bytes;
+using shard_stats_internal::DocTally;
+using shard_stats_internal::IdKinds;
+using shard_stats_internal::Shard;
+using shard_stats_internal::tally_bert;
+using shard_stats_internal::tally_docs;
+using shard_stats_internal::tally_llmc;
+using shard_stats_internal::tally_megatron;
+using shard_stats_internal::TokenTally;
+
+// ---------------------------------------------------------------------------------------------
+// The pieces of the JSON
+
+double share(uint64_t a, uint64_t b) { return b ? double(a) / double(b) : 0.0; }
+json share_or_null(uint64_t a, uint64_t b) { return b ? json(double(a) / double(b)) : json(nullptr); }
+
+// One padding case: the rows a trainer computes and the tokens they hold.
+json padding_case(const std::string& name, const std::string& label, uint64_t sequences, uint64_t computed,
+                  uint64_t real, uint64_t unbinned) {
+  return {{"case", name},
+          {"label", label},
+          {"sequences", sequences},
+          {"tokens_computed", computed},
+          {"tokens_per_real_token", share_or_null(computed, real)},
+          {"padding_share", computed ? json(1.0 - share(real, computed)) : json(nullptr)},
+          {"saving_vs_unbinned", unbinned ? json(1.0 - share(computed, unbinned)) : json(nullptr)}};
+}
+
+// The bin sizes to reckon: those asked for (each must divide seq_len), else padding.py's 64 and
+// 32 where they divide it and are shorter.
+std::vector<int64_t> bin_sizes_for(const std::vector<int64_t>& asked, int64_t seq_len) {
+  if (asked.empty()) {
+    std::vector<int64_t> sizes;
+    for (int64_t b : {64, 32})
+      if (b < seq_len && seq_len % b == 0) sizes.push_back(b);
+    return sizes;
+  }
+  for (int64_t b : asked)
+    if (b < 1 || seq_len % b != 0)
+      throw UsageError(cat("--bin-size ", b, ": must divide the shards' seq_len ", seq_len, " (LDDL's bins)"));
+  return asked;
+}
+
+// A count make-pretraining-shards recorded in the manifest's stats; null when it did not.
+json manifest_count(const nlohmann::json& manifest_stats, const char* key) {
+  const auto it = manifest_stats.find(key);
+  return it != manifest_stats.end() && it->is_number_unsigned() ? json(it->get<uint64_t>()) : json(nullptr);
+}
+
+std::string detect_lang(const StatsInput& in, const std::string& asked) {
+  if (!asked.empty()) return asked;
+  if (in.manifest) {
+    const json& extra = in.manifest->extra;
+    if (extra.contains("site") && extra["site"].is_object() && extra["site"].contains("lang") &&
+        extra["site"]["lang"].is_string() && !extra["site"]["lang"].get<std::string>().empty())
+      return extra["site"]["lang"].get<std::string>();
+  }
+  return "en";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+DedupReport read_dedup_report(const std::string& path) {
+  DedupReport r;
+  const std::string text = read_file(path);
+  std::unordered_set<std::string> clusters;
+  int64_t line_no = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    const std::string_view line(text.data() + pos, eol - pos);
+    pos = eol + 1;
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const Where where = Where::at_line(path, line_no);
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw Error(where, "expected a JSON object (a removed document)");
+    const auto id = j.find("id");
+    if (id == j.end() || !(id->is_string() || id->is_number_integer()))
+      throw Error(where, "expected \"id\": the removed document's id (a string or an integer)");
+    r.removed_ids.push_back(id->is_string() ? id->get<std::string>() : id->dump());
+    const auto cluster = j.find("cluster");
+    clusters.insert(cluster == j.end() ? cat("line ", line_no) : cluster->dump());
+  }
+  r.clusters = clusters.size();
+  return r;
+}
+
+json shard_stats(const StatsInput& in, const ShardStatsOptions& options, const StatsTextTools& tools) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string& format = in.format;
+  const bool docs = format == kFormatDocs, megatron = format == kFormatMegatron, llmc = format == kFormatLlmc;
+  const bool bert = format == kFormatBertHdf5 || format == kFormatBertHdf5Binned;
+  if (!docs && !bert && !megatron && !llmc)
+    throw UsageError(Where{in.given}, cat("stats reads document, BERT HDF5, Megatron and llm.c shards, not '", format, "'"));
+  const Manifest* m = in.manifest ? &*in.manifest : nullptr;
+  if (m && !m->complete)
+    throw Error(Where{in.manifest_path}, "the run that wrote these shards did not finish (complete = false)");
+  json notes = json::array();
+
+  // The shards, and a binned set's bins.
+  std::vector<Shard> shards;
+  std::vector<ManifestBin> bins;
+  if (m) {
+    auto add_set = [&](const Manifest& set, const std::string& root, int bin) {
+      for (const ShardEntry& e : set.shards) shards.push_back({path_join(root, e.file), e, root, bin});
+    };
+    if (format == kFormatBertHdf5Binned) {
+      bins = manifest_bins(*m, in.manifest_path);
+      for (size_t b = 0; b < bins.size(); ++b) {
+        const std::string root = path_join(dir_name(in.manifest_path), bins[b].dir);
+        const Manifest bm = Manifest::read(path_join(root, kManifestName));
+        if (const std::string why = bins[b].mismatch(bm); !why.empty()) throw Error(Where{root}, why);
+        add_set(bm, root, int(b));
+      }
+    } else {
+      add_set(*m, dir_name(in.manifest_path), -1);
+    }
+  } else {
+    for (const std::string& f : in.files) shards.push_back({f, std::nullopt, dir_name(f), -1});
+  }
+  if (shards.empty()) throw Error(Where{in.given}, "no shards to count");
+
+  // BERT: the shape every shard must have.
+  int64_t seq_len = m ? m->seq_len : 0, max_pack = m ? json_integer_or<int64_t>(m->extra, "max_pack", 0) : 0;
+  if (bert && !m) {
+    const BertShardReader first(shards.front().path);
+    seq_len = first.seq_len(), max_pack = first.max_pack();
+  }
+  std::vector<int64_t> bin_sizes;
+  if (bert) {
+    if (seq_len < 1) throw Error(Where{in.manifest_path}, "no seq_len in the manifest of BERT shards");
+    bin_sizes = bin_sizes_for(options.bin_sizes, seq_len);
+    if (options.max_pack < 1 || options.max_pack > 127) throw UsageError(cat("--max-pack ", options.max_pack, ": expected 1 to 127"));
+  }
+
+  // What tokenizer/ gives: sentences of documents, bytes of decoded ids.
+  const TokenizerInfo no_tokenizer;
+  const TokenizerInfo& tok = m ? m->tokenizer : no_tokenizer;
+  const IdKinds kinds(tok);
+  SentenceCounter sentences;
+  std::string lang;
+  if (docs && options.sentences && tools.sentences) {
+    lang = detect_lang(in, options.lang);
+    sentences = tools.sentences(lang);
+  }
+  DecodedBytes decode;
+  std::string decode_why;
+  if ((megatron || llmc) && tools.decoder && (!options.tokenizer.empty() || tok.has_record())) {
+    try {
+      decode = tools.decoder(tok, in.manifest_path, options.tokenizer);
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error& e) {
+      if (!options.tokenizer.empty()) throw;
+      decode_why = e.what();
+    }
+  } else if (megatron || llmc) {
+    decode_why = tools.decoder ? "the manifest names no tokenizer (give --tokenizer)" : "no tokenizer at hand";
+  }
+  if (!decode_why.empty()) notes.push_back(cat("bytes per token not known: ", decode_why));
+  int64_t eot = kGpt2EotId;
+  for (const char* role : {"eod", "eos"})
+    if (auto it = tok.special_ids.find(role); it != tok.special_ids.end()) {
+      eot = it->second;
+      break;
+    }
+
+  std::unordered_set<std::string> removed;
+  std::optional<DedupReport> report;
+  if (!options.dedup_report.empty()) {
+    report = read_dedup_report(options.dedup_report);
+    removed.insert(report->removed_ids.begin(), report->removed_ids.end());
+  }
+
+  // The pass.
+  uint64_t total_bytes = 0;
+  for (const Shard& s : shards) total_bytes += s.entry ? s.entry->bytes : 0;
+  Progress progress("stats", total_bytes, Progress::Unit::bytes);
+  std::vector<DocTally> doc_tallies(docs ? shards.size() : 0);
+  std::vector<BertTally> bert_tallies(bert ? shards.size() : 0);
+  std::vector<TokenTally> token_tallies(megatron || llmc ? shards.size() : 0);
+  std::vector<uint64_t> sizes(shards.size());
+  tbb::parallel_for(size_t{0}, shards.size(), size_t{1}, [&](size_t i) {
+    const Shard& s = shards[i];
+    check_against_manifest(s, options.verify);
+    sizes[i] = disk_bytes(s, format);
+    if (docs) doc_tallies[i] = tally_docs(s, sentences, report ? &removed : nullptr);
+    if (bert) {
+      const int64_t shard_seq = s.bin >= 0 ? bins[size_t(s.bin)].max_length : seq_len;
+      bert_tallies[i] = tally_bert(s, {shard_seq, max_pack}, kinds);
+    }
+    if (megatron) token_tallies[i] = tally_megatron(s, kinds, decode);
+    if (llmc) token_tallies[i] = tally_llmc(s, eot, kinds, decode);
+    progress.add(s.entry ? s.entry->bytes : 0);
+  });
+  progress.finish();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  uint64_t disk = 0;
+  for (uint64_t b : sizes) disk += b;
+  json out = {{"stats_json_version", kStatsJsonVersion},
+              {"tool", cat("shard-tool stats ", version_string())},
+              {"input", in.given},
+              {"format", format},
+              {"files", shards.size()},
+              {"disk_bytes", disk},
+              {"seconds", seconds},
+              {"threads", max_threads()}};
+  const nlohmann::json manifest_stats = m ? m->stats : nlohmann::json::object();
+  json counts = json::object(), hist = json::object(), sources = json::object();
+  uint64_t records = 0, tokens_read = 0;
+
+  if (docs) {
+    DocTally t;
+    for (const DocTally& d : doc_tallies) t.merge(d);
+    records = t.documents;
+    counts = {{"documents", t.documents}, {"empty_documents", t.empty}, {"paragraphs", t.paragraphs},
+              {"sentences", sentences ? json(t.sentences) : json(nullptr)}, {"words", t.words},
+              {"characters", t.chars}, {"text_bytes", t.bytes}};
+    sources = {{"documents", "counted"}, {"paragraphs", "non-blank lines of text"},
+               {"sentences", sentences ? json(cat("make-pretraining-shards' sentence splitting (ICU, ", lang, ")")) : json(nullptr)},
+               {"words", "runs of non-white-space"}};
+    hist = {{"document_bytes", t.doc_bytes.to_json()}, {"document_words", t.doc_words.to_json()},
+            {"document_paragraphs", t.doc_paragraphs.to_json()}};
+    if (sentences) hist["document_sentences"] = t.doc_sentences.to_json();
+    else notes.push_back("sentences not counted (--no-sentences, or no sentence splitter at hand)");
+    if (report) {
+      // The report's removed documents found here: the set is dedup's input; none: its output.
+      const bool input_side = t.duplicates > 0;
+      out["dedup"] = {{"report", options.dedup_report},
+                      {"removed", report->removed_ids.size()},
+                      {"clusters", report->clusters},
+                      {"found_here", t.duplicates},
+                      {"basis", input_side ? "input" : "output"},
+                      {"duplicated_share", input_side ? share(t.duplicates, t.documents)
+                                                      : share(report->removed_ids.size(), t.documents + report->removed_ids.size())},
+                      {"duplicated_byte_share", input_side ? json(share(t.duplicate_bytes, t.bytes)) : json(nullptr)}};
+    }
+  }
+
+  if (bert) {
+    BertTally t;
+    std::vector<BertTally> per_bin(bins.size());
+    for (size_t i = 0; i < shards.size(); ++i) {
+      t.merge(bert_tallies[i]);
+      if (shards[i].bin >= 0) per_bin[size_t(shards[i].bin)].merge(bert_tallies[i]);
+    }
+    records = t.rows;
+    tokens_read = t.real_tokens;
+    out["layout"] = format == kFormatBertHdf5Binned ? "binned" : max_pack > 0 ? "packed" : "plain";
+    counts = {{"documents", manifest_count(manifest_stats, "documents")},
+              {"sentences", manifest_count(manifest_stats, "sentences")},
+              {"corpus_tokens", manifest_count(manifest_stats, "tokens")},
+              {"instances", t.instances},
+              {"rows", t.rows},
+              {"real_tokens", t.real_tokens},
+              {"text_tokens", kinds.known() ? json(t.text_tokens) : json(nullptr)}};
+    sources = {{"documents", "manifest (make-pretraining-shards: documents tokenized)"},
+               {"sentences", "manifest (make-pretraining-shards: sentences tokenized)"},
+               {"corpus_tokens", "manifest (make-pretraining-shards: tokens of the corpus, before instances)"},
+               {"real_tokens", "input_mask"},
+               {"text_tokens", "real tokens but the special ones ([CLS], [SEP])"}};
+    hist = {{"instance_tokens", t.instance_tokens.to_json()}};
+    if (max_pack > 0) {
+      hist["row_tokens"] = t.row_tokens.to_json();
+      hist["row_instances"] = t.row_instances.to_json();
+    }
+    out["bert"] = {{"seq_len", seq_len},
+                   {"max_predictions", m ? json(m->max_predictions) : json(nullptr)},
+                   {"max_pack", max_pack},
+                   {"predictions", t.predictions},
+                   {"predictions_per_instance", share_or_null(t.predictions, t.instances)},
+                   {"nsp_random_share", share_or_null(t.nsp_random, t.instances)}};
+    // Padding: as stored, then what each layout would compute for the same instances.
+    const std::vector<uint64_t>& lengths = t.instance_tokens.buckets();
+    const uint64_t unbinned = unbinned_tokens(lengths, seq_len), real = t.real_tokens;
+    json cases = json::array(), per_length = json::array();
+    uint64_t stored = 0;
+    if (!bins.empty()) {
+      for (size_t b = 0; b < bins.size(); ++b) {
+        const uint64_t computed = per_bin[b].rows * uint64_t(bins[b].max_length);
+        stored += computed;
+        per_length.push_back({{"bin", bins[b].bin},
+                              {"seq_len", bins[b].max_length},
+                              {"rows", per_bin[b].rows},
+                              {"real_tokens", per_bin[b].real_tokens},
+                              {"padding_share", computed ? json(1.0 - share(per_bin[b].real_tokens, computed)) : json(nullptr)}});
+      }
+    } else {
+      stored = t.rows * uint64_t(seq_len);
+      per_length.push_back({{"seq_len", seq_len},
+                            {"rows", t.rows},
+                            {"real_tokens", real},
+                            {"padding_share", stored ? json(1.0 - share(real, stored)) : json(nullptr)}});
+    }
+    cases.push_back(padding_case("stored", cat("as stored (", out["layout"].get<std::string>(), ")"), t.rows, stored, real, unbinned));
+    cases.push_back(padding_case("unbinned", cat("unbinned (seq_len ", seq_len, ")"), t.instances, unbinned, real, unbinned));
+    for (int64_t b : bin_sizes)
+      cases.push_back(padding_case(cat("bin", b), cat("--bin-size ", b, " (", seq_len / b, " bins)"), t.instances,
+                                   binned_tokens(lengths, seq_len, b), real, unbinned));
+    const uint64_t packs = packed_rows(lengths, seq_len, options.max_pack);
+    cases.push_back(padding_case(cat("packed", options.max_pack), cat("--pack --max-pack ", options.max_pack), packs,
+                                 packs * uint64_t(seq_len), real, unbinned));
+    out["padding"] = {{"seq_len", seq_len}, {"real_tokens", real}, {"per_seq_len", per_length}, {"cases", cases}};
+  }
+
+  if (megatron || llmc) {
+    TokenTally t;
+    for (const TokenTally& d : token_tallies) t.merge(d);
+    records = t.sequences;
+    tokens_read = t.tokens;
+    counts = {{"documents", t.documents},
+              {"sequences", t.sequences},
+              {"tokens", t.tokens},
+              {"text_tokens", kinds.known() ? json(t.tokens - t.special) : json(nullptr)}};
+    sources = {{"documents", llmc ? "counted: documents cut at each end-of-text id" : "counted: the index's documents"},
+               {"text_tokens", "tokens but the special ones (end of document)"}};
+    if (const json c = manifest_count(manifest_stats, "documents"); !c.is_null()) out["manifest_documents"] = c;
+    hist = {{"document_tokens", t.doc_tokens.to_json()}};
+    if (megatron) hist["sequence_tokens"] = t.seq_tokens.to_json();
+    const uint64_t text_tokens = t.tokens - t.special;
+    out["tokenizer_bytes"] = {{"decoded_bytes", decode ? json(t.decoded_bytes) : json(nullptr)},
+                              {"bytes_per_token", decode ? share_or_null(t.decoded_bytes, text_tokens) : json(nullptr)}};
+    out["padding"] = nullptr;
+    notes.push_back("no padding: a GPT loader cuts its sequences from the documents laid end to end");
+  }
+
+  out["counts"] = counts;
+  out["sources"] = sources;
+  out["histograms"] = hist;
+  uint64_t unk = 0, text = 0;
+  for (const BertTally& b : bert_tallies) unk += b.unk, text += b.text_tokens;
+  for (const TokenTally& g : token_tallies) unk += g.unk, text += g.tokens - g.special;
+  out["tokenizer"] = tok.kind.empty() ? json(nullptr)
+                                      : json{{"kind", tok.kind},
+                                             {"vocab_size", tok.vocab_size},
+                                             {"unk_id", kinds.unk_id() ? json(*kinds.unk_id()) : json(nullptr)},
+                                             {"unk_tokens", kinds.unk_id() ? json(unk) : json(nullptr)},
+                                             {"unk_share", kinds.unk_id() ? share_or_null(unk, text) : json(nullptr)}};
+  if (out.contains("tokenizer_bytes")) {
+    if (out["tokenizer"].is_null()) out["tokenizer"] = json::object();
+    out["tokenizer"].update(out["tokenizer_bytes"]);
+    out.erase("tokenizer_bytes");
+  }
+  if (!m && !docs) notes.push_back("no manifest: no tokenizer, so no [UNK] share and no corpus counts");
+  out["rate"] = {{"bytes_per_s", seconds > 0 ? double(disk) / seconds : 0.0},
+                 {"records_per_s", seconds > 0 ? double(records) / seconds : 0.0},
+                 {"tokens_per_s", tokens_read && seconds > 0 ? json(double(tokens_read) / seconds) : json(nullptr)}};
+  out["notes"] = notes;
+  return out;
+}
+
+}  // namespace pretrain

@@ -1,0 +1,90 @@
+// shard-tool stats: one pass over a set of shards — documents, BERT HDF5 (plain, binned, packed),
+// Megatron .bin/.idx or llm.c — at the loader's read speed (shards on threads; BERT reads only the
+// datasets it counts), giving what a corpus is before GPU-days are spent on it:
+//   documents  documents, paragraphs (lines of text), sentences (make-pretraining-shards' rule,
+//              from tokenizer/: see StatsTextTools), words (runs of non-white-space), UTF-8 bytes,
+//              each per document as a histogram; the share a dedup report removed
+//   BERT       instances, rows, real tokens, [UNK] share (masked positions restored from
+//              masked_lm_ids), predictions, NSP share, the instance length histogram, and padding:
+//              tokens computed per real token as stored (per bin of a binned set), unbinned, with
+//              each --bin-size and with --pack (bert_padding.h, padding.py's definitions)
+//   GPT        documents, sequences, tokens, [UNK]/<unk> share, bytes of text per token (the ids
+//              decoded by the tokenizer that made them), document and sequence length histograms
+//   all        the corpus counts make-pretraining-shards recorded in the manifest (documents and
+//              sentences tokenized), shards, bytes on disk, seconds and rate
+// The result is JSON (stats_json_version below); print_shard_stats prints it as tables and
+// scripts/plot_stats.py draws it. Every shard a manifest lists is checked against it first (size,
+// xxh3, companions), and its record count after: a damaged shard is an Error naming it.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/manifest.h"
+#include "formats/bert_defaults.h"
+
+namespace pretrain {
+
+inline constexpr int kStatsJsonVersion = 1;
+
+// Sentences in a document's text; ids → bytes of the text they decode to (special tokens left out).
+using SentenceCounter = std::function<uint64_t(std::string_view text)>;
+using DecodedBytes = std::function<uint64_t(std::span<const int32_t> ids)>;
+
+// What the statistics need of tokenizer/, which formats/ does not link (docs/architecture.md, "The
+// dependency graph"): shard-tool's main supplies these from tokenizer/, the tests stand-ins. What
+// they return is called from several threads at once. Unset: that statistic is left out (null).
+struct StatsTextTools {
+  // Sentences as make-pretraining-shards splits a document (ICU for the language `lang`).
+  std::function<SentenceCounter(const std::string& lang)> sentences;
+  // The tokenizer that made a set: `path` when given, else the manifest's record (`record`, found
+  // through `manifest_path`). Throws Error saying why when it cannot be had or is not that tokenizer.
+  std::function<DecodedBytes(const TokenizerInfo& record, const std::string& manifest_path, const std::string& path)>
+      decoder;
+};
+
+struct ShardStatsOptions {
+  // BERT: the --bin-size cases (each must divide seq_len; empty: those of 64 and 32 that do, as
+  // padding.py's defaults) and --pack's max_pack.
+  std::vector<int64_t> bin_sizes;
+  int64_t max_pack = kDefaultMaxPack;
+  std::string dedup_report;  // JSON Lines of removed documents (read_dedup_report); "" for none
+  bool sentences = true;     // documents: count sentences (the slowest statistic) when tools can
+  std::string lang;          // documents: sentence rules; "": the manifest's site language, else en
+  std::string tokenizer;     // GPT: decode with this tokenizer instead of the manifest's record
+  bool verify = true;        // xxh3 of every shard a manifest lists before it is read
+};
+
+// The set of shards to count: one kind, as shard-tool resolved the command line.
+struct StatsInput {
+  std::string given;                 // as the user named it, for the report
+  std::string format;                // kFormatDocs, kFormatBertHdf5, kFormatBertHdf5Binned, kFormatMegatron, kFormatLlmc
+  std::optional<Manifest> manifest;  // when the set has one
+  std::string manifest_path;
+  std::vector<std::string> files;    // without a manifest: the shards (a Megatron shard by its .bin or prefix)
+};
+
+// The statistics as JSON, its keys in the order the tables print them.
+nlohmann::ordered_json shard_stats(const StatsInput& input, const ShardStatsOptions& options,
+                                   const StatsTextTools& tools = {});
+
+// The JSON as tables for a terminal.
+void print_shard_stats(const nlohmann::ordered_json& stats, std::ostream& out);
+
+// A dedup report (datagen/dedup's): JSON Lines, one removed document a line with its "id" (string
+// or integer) and optionally "source", "cluster" and "kept" (the kept document: its id, or an
+// object with one). Empty lines are skipped; an Error names the file and line of a bad one.
+struct DedupReport {
+  std::vector<std::string> removed_ids;  // in report order
+  uint64_t clusters = 0;                  // distinct "cluster" values (lines without one: each its own)
+};
+DedupReport read_dedup_report(const std::string& path);
+
+}  // namespace pretrain
