@@ -266,9 +266,8 @@ class Hosts:
 
     def run(self, args, rc=0, timeout=300, env=None):
         """Runs a command line (from mpirun() or on()) in mpi_env() plus env; output as text. The
-        test fails when it runs past timeout (every process of it is killed, on every host: they
-        are all in its session) or, unless rc is None, when it succeeds where rc says it fails or
-        the other way round."""
+        test fails when it runs past timeout (then every process on every host is killed) or,
+        unless rc is None, when it succeeds where rc says it fails or the other way round."""
         args = [str(a) for a in args]
         p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                              env=self.mpi_env(**(env or {})), start_new_session=True)
@@ -276,6 +275,7 @@ class Hosts:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
+            self.kill_all()  # what mpirun's daemons started on the other hosts, outside its session
             out, err = p.communicate()
             cu.fail(f"hung ({timeout} s): {' '.join(args)}\n{out[-1500:]}{err[-1500:]}")
         r = subprocess.CompletedProcess(args, p.returncode, out, err)
@@ -283,6 +283,11 @@ class Hosts:
             cu.fail(f"exit {r.returncode}, expected {'success' if rc == 0 else 'a failure'}: {' '.join(args)}\n"
                     f"{out[-3000:]}{err[-3000:]}")
         return r
+
+    def kill_all(self):
+        """SIGKILL every process on every host."""
+        for ns in self.namespaces:
+            _kill_in(ns)
 
     def local_tmp(self, host):
         """Where host's /tmp is, seen from the machine."""
