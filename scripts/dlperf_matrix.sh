@@ -38,7 +38,10 @@
 #                        <N>n<G>g[:LAYOUT], e.g. "1n1g,1n8g,2n8g" or "1n8g:dp8 1n8g:tp2pp4 2n8g:tp4pp2dp2"
 #   --log-root DIR       default logs
 #   --build-dir DIR      where bert_pretrain/gpt_pretrain are built (default $PRETRAIN_BUILD_DIR or build/)
-#   --mpi-args "ARGS"    more mpirun arguments (e.g. "-x NCCL_DEBUG=INFO --mca btl_tcp_if_include ib0")
+#   --mpi-args "ARGS"    more mpirun arguments (e.g. "-x NCCL_DEBUG=INFO --mca btl_tcp_if_include ib0").
+#                        With --hostfile, mpirun also gets --mca oob_tcp_keepalive_time 30,
+#                        oob_tcp_keepalive_intvl 5 and oob_tcp_keepalive_probes 6 (a lost host ends
+#                        the job within a minute), each unless given here or as OMPI_MCA_… variable
 #   --dry-run            print the cases, their layouts and commands, run nothing
 # Anything after -- goes to the trainer (e.g. -- --recompute --seq-len 512, -- --grad-accum 4).
 #
@@ -249,6 +252,17 @@ mpi=(mpirun --oversubscribe)
 if [[ $slurm == 0 && $(id -u) == 0 ]]; then
   mpi+=(--allow-run-as-root)
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+# Across hosts, mpirun hears of a host it lost (its daemon's link down, the machine gone) only from
+# TCP keepalive on its channel to that daemon, which OpenMPI's defaults start after 300 s of quiet
+# and give up on after 9 probes 20 s apart: a job then waits 8 minutes. 30 s of quiet and 6 probes
+# 5 s apart end it within a minute of the loss, naming the host, and ride out an outage under 30 s.
+# The user's own values (--mpi-args, OMPI_MCA_oob_tcp_keepalive_*) win.
+if [[ $slurm == 0 && -n $hostfile ]]; then
+  for setting in time=30 intvl=5 probes=6; do
+    name=oob_tcp_keepalive_${setting%%=*} env_name=OMPI_MCA_oob_tcp_keepalive_${setting%%=*}
+    [[ -n ${!env_name:-} || " $mpi_args " == *" $name "* ]] || mpi+=(--mca "$name" "${setting#*=}")
+  done
 fi
 # shellcheck disable=SC2206  # --mpi-args is split on spaces on purpose
 [[ -n $mpi_args ]] && mpi+=($mpi_args)
