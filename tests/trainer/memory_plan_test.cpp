@@ -57,12 +57,13 @@ TEST(MemoryPlan, OneRankCountedByHand) {
   // The buffers: a received gradient (B·T × C), and per 64 Ki-float chunk of each tensor a chunk
   // reference and a double for the norms.
   int64_t chunks = 0;
-  for (const ParamInfo& p : whole_model_params(kGpt)) chunks += (p.numel + kernels::kReduceChunk - 1) / kernels::kReduceChunk;
+  for (const ParamInfo& p : whole_model_params(kGpt))
+    chunks += (p.numel + kernels::kReduceChunk - 1) / kernels::kReduceChunk;
   EXPECT_EQ(s.buffers, size_t(B * T * C) * F + size_t(chunks) * (sizeof(kernels::ChunkRef) + sizeof(double)));
 
   PlanRequest lamb_cuda = request(1, {});
   lamb_cuda.lamb = lamb_cuda.cuda = true;
-  const StagePlan& l = plan_memory(lamb_cuda).stages[0];
+  const StagePlan l = plan_memory(lamb_cuda).stages[0];
   EXPECT_EQ(l.optimizer, 3 * size_t(n) * F) << "LAMB keeps its update too";
   EXPECT_EQ(l.workspace, kCublasLtWorkspaceBytes);
   EXPECT_EQ(l.buffers, s.buffers + size_t(chunks) * (sizeof(kernels::ChunkRef) + sizeof(double)))
@@ -135,7 +136,8 @@ TEST(MemoryPlan, EqualsTheArenasAModelOfTheLayoutAllocates) {
   };
   const Device cpu{};
   for (const Case& k : {Case{ModelKind::bert, {}, false, false}, Case{ModelKind::gpt, {}, true, true},
-                        Case{ModelKind::bert, {.pipeline = 2}, false, true}, Case{ModelKind::gpt, {.pipeline = 2}, true, false}}) {
+                        Case{ModelKind::bert, {.pipeline = 2}, false, true},
+                        Case{ModelKind::gpt, {.pipeline = 2}, true, false}}) {
     PlanRequest r = request(k.grid.pipeline, k.grid);
     r.model = tiny_model(k.kind);
     r.predictions = k.kind == ModelKind::bert ? 3 : 0;
