@@ -6,7 +6,7 @@
 // (tests/trainer/kernels_test.cpp); AdamW and LAMB's stages, as the optimizer runs them, against a
 // double-precision reference (tests/trainer/optimizer_test.cpp) and one step of torch's AdamW and
 // apex's LAMB (tests/compat/test_optimizer_torch.py); the vocabulary-shard cross-entropy and
-// embedding against the single-rank ops (tests/trainer/parallel_layers_mpi_test.cpp); the rest
+// embedding against the single-rank ops (tests/trainer/layers_mpi_test.cpp); the rest
 // (copies, gathers, scales) through the model's loss and gradients against PyTorch (tests/compat).
 //
 // Determinism: every output element is written by exactly one index, and every sum runs in a

@@ -1,7 +1,7 @@
 // Megatron-LM's tensor-parallel layers (megatron/core/tensor_parallel/layers.py, mappings.py,
 // cross_entropy.py), written once over the backend's ops and a TensorGroup, and the plain linear
 // layer they are cut from. The model (trainer/model.cpp) builds its transformer from these;
-// tests/trainer/parallel_layers_mpi_test.cpp checks each against the single-rank layer, forward and
+// tests/trainer/layers_mpi_test.cpp checks each against the single-rank layer, forward and
 // backward, at tensor 2 and 4.
 //
 // A region is what the replicated parts of the model (LayerNorm, dropout, residual) hold: all N
