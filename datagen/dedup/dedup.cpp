@@ -268,11 +268,12 @@ DedupStats run_dedup(const DedupOptions& o) {
       checkpoints.committed();
     }
     progress.finish();
+    // The barrier sleeps while it waits for the slowest rank; MPI's reduction would spin.
+    world.barrier();
     int64_t r = static_cast<int64_t>(resumed);
     world.all_reduce_sum(&r, 1);
     stats.resumed_signatures = static_cast<uint64_t>(r);
   }
-  world.barrier();
 
   // Stage 2: clusters.
   std::vector<SignatureFile> files;
@@ -340,11 +341,11 @@ DedupStats run_dedup(const DedupOptions& o) {
     });
     error.rethrow();
     progress.finish();
+    world.barrier();
     int64_t r = static_cast<int64_t>(resumed.load());
     world.all_reduce_sum(&r, 1);
     stats.resumed_parts = static_cast<uint64_t>(r);
   }
-  world.barrier();
 
   // Rank 0: the report, the manifest, and the work files gone.
   if (root) {

@@ -15,7 +15,7 @@ std::vector<DedupInputFile> plan_dedup_inputs(const std::vector<std::string>& so
   for (size_t s = 0; s < sources.size(); ++s) {
     const std::string& given = sources[s];
     std::string input = base_name(given) == kManifestName ? dir_name(given) : given;
-    if (input.empty()) input = ".";
+    if (input.empty()) input.push_back('.');
     std::error_code ec;
     std::string manifest_path = path_join(input, kManifestName);
     auto add = [&](std::string path, uint64_t bytes, int64_t records, std::string xxh3) {

@@ -43,6 +43,7 @@ BUILD = os.environ.get("PRETRAIN_BUILD_DIR")
 # Our commands and where the build puts them.
 TOOLS = {
     "wikiprep": "datagen/wikiprep",
+    "dedup": "datagen/dedup",
     "make-pretraining-shards": "datagen/make-pretraining-shards",
     "tokenize": "tokenizer/tokenize",
     "train-tokenizer": "tokenizer/train-tokenizer",
