@@ -167,7 +167,7 @@ json shard_stats(const StatsInput& in, const ShardStatsOptions& options, const S
     if (options.max_pack < 1 || options.max_pack > 127) throw UsageError(cat("--max-pack ", options.max_pack, ": expected 1 to 127"));
   }
 
-  // What tokenizer/ gives: sentences of documents, bytes of decoded ids.
+  // What tokenizer/ gives: sentences of documents.
   const TokenizerInfo no_tokenizer;
   const TokenizerInfo& tok = m ? m->tokenizer : no_tokenizer;
   const IdKinds kinds(tok);
@@ -177,21 +177,22 @@ json shard_stats(const StatsInput& in, const ShardStatsOptions& options, const S
     lang = detect_lang(in, options.lang);
     sentences = tools.sentences(lang);
   }
-  DecodedBytes decode;
-  std::string decode_why;
-  if ((megatron || llmc) && tools.decoder && (!options.tokenizer.empty() || tok.has_record())) {
+  // GPT: the bytes each id stands for, from the tokenizer that made the shards.
+  std::vector<uint32_t> token_bytes;
+  std::string bytes_why;
+  if ((megatron || llmc) && tools.token_bytes && (!options.tokenizer.empty() || tok.has_record())) {
     try {
-      decode = tools.decoder(tok, in.manifest_path, options.tokenizer);
+      token_bytes = tools.token_bytes(tok, in.manifest_path, options.tokenizer);
     } catch (const UsageError&) {
       throw;
     } catch (const Error& e) {
       if (!options.tokenizer.empty()) throw;
-      decode_why = e.what();
+      bytes_why = e.what();
     }
   } else if (megatron || llmc) {
-    decode_why = tools.decoder ? "the manifest names no tokenizer (give --tokenizer)" : "no tokenizer at hand";
+    bytes_why = tools.token_bytes ? "the manifest names no tokenizer (give --tokenizer)" : "no tokenizer at hand";
   }
-  if (!decode_why.empty()) notes.push_back(cat("bytes per token not known: ", decode_why));
+  if (!bytes_why.empty()) notes.push_back(cat("bytes per token not known: ", bytes_why));
   int64_t eot = kGpt2EotId;
   for (const char* role : {"eod", "eos"})
     if (auto it = tok.special_ids.find(role); it != tok.special_ids.end()) {
@@ -206,7 +207,9 @@ json shard_stats(const StatsInput& in, const ShardStatsOptions& options, const S
     removed.insert(report->removed_ids.begin(), report->removed_ids.end());
   }
 
-  // The pass.
+  // The pass (timed apart from the setup above: loading a tokenizer, reading a dedup report).
+  const auto pass_start = std::chrono::steady_clock::now();
+  const double setup_seconds = std::chrono::duration<double>(pass_start - start).count();
   uint64_t total_bytes = 0;
   for (const Shard& s : shards) total_bytes += s.entry ? s.entry->bytes : 0;
   Progress progress("stats", total_bytes, Progress::Unit::bytes);
@@ -223,12 +226,12 @@ json shard_stats(const StatsInput& in, const ShardStatsOptions& options, const S
       const int64_t shard_seq = s.bin >= 0 ? bins[size_t(s.bin)].max_length : seq_len;
       bert_tallies[i] = tally_bert(s, {shard_seq, max_pack}, kinds);
     }
-    if (megatron) token_tallies[i] = tally_megatron(s, kinds, decode);
-    if (llmc) token_tallies[i] = tally_llmc(s, eot, kinds, decode);
+    if (megatron) token_tallies[i] = tally_megatron(s);
+    if (llmc) token_tallies[i] = tally_llmc(s, eot);
     progress.add(s.entry ? s.entry->bytes : 0);
   });
   progress.finish();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count();
 
   uint64_t disk = 0;
   for (uint64_t b : sizes) disk += b;
@@ -239,6 +242,7 @@ json shard_stats(const StatsInput& in, const ShardStatsOptions& options, const S
               {"files", shards.size()},
               {"disk_bytes", disk},
               {"seconds", seconds},
+              {"setup_seconds", setup_seconds},
               {"threads", max_threads()}};
   const nlohmann::json manifest_stats = m ? m->stats : nlohmann::json::object();
   json counts = json::object(), hist = json::object(), sources = json::object();
@@ -272,6 +276,7 @@ json shard_stats(const StatsInput& in, const ShardStatsOptions& options, const S
     }
   }
 
+  uint64_t unk = 0, text_tokens = 0;  // for the [UNK] share
   if (bert) {
     BertTally t;
     std::vector<BertTally> per_bin(bins.size());
@@ -281,6 +286,7 @@ json shard_stats(const StatsInput& in, const ShardStatsOptions& options, const S
     }
     records = t.rows;
     tokens_read = t.real_tokens;
+    unk = t.unk, text_tokens = t.text_tokens;
     out["layout"] = format == kFormatBertHdf5Binned ? "binned" : max_pack > 0 ? "packed" : "plain";
     counts = {{"documents", manifest_count(manifest_stats, "documents")},
               {"sentences", manifest_count(manifest_stats, "sentences")},
@@ -338,23 +344,37 @@ json shard_stats(const StatsInput& in, const ShardStatsOptions& options, const S
     out["padding"] = {{"seq_len", seq_len}, {"real_tokens", real}, {"per_seq_len", per_length}, {"cases", cases}};
   }
 
+  json tokenizer = tok.kind.empty() ? json(nullptr) : json{{"kind", tok.kind}, {"vocab_size", tok.vocab_size}};
   if (megatron || llmc) {
     TokenTally t;
     for (const TokenTally& d : token_tallies) t.merge(d);
     records = t.sequences;
     tokens_read = t.tokens;
+    uint64_t special = 0, bytes = 0, used = 0;
+    for (size_t id = 0; id < t.id_counts.size(); ++id) {
+      const uint64_t n = t.id_counts[id];
+      special += kinds(int64_t(id)) == IdKinds::special ? n : 0;
+      unk += kinds(int64_t(id)) == IdKinds::unknown ? n : 0;
+      bytes += id < token_bytes.size() ? n * token_bytes[id] : 0;
+      used += n > 0;
+    }
+    text_tokens = t.tokens - special;
     counts = {{"documents", t.documents},
               {"sequences", t.sequences},
               {"tokens", t.tokens},
-              {"text_tokens", kinds.known() ? json(t.tokens - t.special) : json(nullptr)}};
+              {"text_tokens", kinds.known() ? json(text_tokens) : json(nullptr)},
+              {"distinct_ids", used}};
     sources = {{"documents", llmc ? "counted: documents cut at each end-of-text id" : "counted: the index's documents"},
                {"text_tokens", "tokens but the special ones (end of document)"}};
     if (const json c = manifest_count(manifest_stats, "documents"); !c.is_null()) out["manifest_documents"] = c;
     hist = {{"document_tokens", t.doc_tokens.to_json()}};
     if (megatron) hist["sequence_tokens"] = t.seq_tokens.to_json();
-    const uint64_t text_tokens = t.tokens - t.special;
-    out["tokenizer_bytes"] = {{"decoded_bytes", decode ? json(t.decoded_bytes) : json(nullptr)},
-                              {"bytes_per_token", decode ? share_or_null(t.decoded_bytes, text_tokens) : json(nullptr)}};
+    if (tokenizer.is_null()) tokenizer = json::object();
+    if (t.id_counts.size() > token_bytes.size() && !token_bytes.empty())
+      throw Error(Where{in.given}, cat("id ", t.id_counts.size() - 1, " occurs, past the tokenizer's ", token_bytes.size(),
+                                       " ids: not the tokenizer that made the shards"));
+    tokenizer["text_bytes"] = token_bytes.empty() ? json(nullptr) : json(bytes);
+    tokenizer["bytes_per_token"] = token_bytes.empty() ? json(nullptr) : share_or_null(bytes, text_tokens);
     out["padding"] = nullptr;
     notes.push_back("no padding: a GPT loader cuts its sequences from the documents laid end to end");
   }
@@ -362,20 +382,12 @@ json shard_stats(const StatsInput& in, const ShardStatsOptions& options, const S
   out["counts"] = counts;
   out["sources"] = sources;
   out["histograms"] = hist;
-  uint64_t unk = 0, text = 0;
-  for (const BertTally& b : bert_tallies) unk += b.unk, text += b.text_tokens;
-  for (const TokenTally& g : token_tallies) unk += g.unk, text += g.tokens - g.special;
-  out["tokenizer"] = tok.kind.empty() ? json(nullptr)
-                                      : json{{"kind", tok.kind},
-                                             {"vocab_size", tok.vocab_size},
-                                             {"unk_id", kinds.unk_id() ? json(*kinds.unk_id()) : json(nullptr)},
-                                             {"unk_tokens", kinds.unk_id() ? json(unk) : json(nullptr)},
-                                             {"unk_share", kinds.unk_id() ? share_or_null(unk, text) : json(nullptr)}};
-  if (out.contains("tokenizer_bytes")) {
-    if (out["tokenizer"].is_null()) out["tokenizer"] = json::object();
-    out["tokenizer"].update(out["tokenizer_bytes"]);
-    out.erase("tokenizer_bytes");
+  if (kinds.unk_id()) {
+    tokenizer["unk_id"] = *kinds.unk_id();
+    tokenizer["unk_tokens"] = unk;
+    tokenizer["unk_share"] = share_or_null(unk, text_tokens);
   }
+  out["tokenizer"] = tokenizer;
   if (!m && !docs) notes.push_back("no manifest: no tokenizer, so no [UNK] share and no corpus counts");
   out["rate"] = {{"bytes_per_s", seconds > 0 ? double(disk) / seconds : 0.0},
                  {"records_per_s", seconds > 0 ? double(records) / seconds : 0.0},

@@ -8,8 +8,9 @@
 //              masked_lm_ids), predictions, NSP share, the instance length histogram, and padding:
 //              tokens computed per real token as stored (per bin of a binned set), unbinned, with
 //              each --bin-size and with --pack (bert_padding.h, padding.py's definitions)
-//   GPT        documents, sequences, tokens, [UNK]/<unk> share, bytes of text per token (the ids
-//              decoded by the tokenizer that made them), document and sequence length histograms
+//   GPT        documents, sequences, tokens, [UNK]/<unk> share, bytes of text per token (each id's
+//              bytes, from the tokenizer that made them, times how often it occurs), the ids the
+//              vocabulary has that occur, document and sequence length histograms
 //   all        the corpus counts make-pretraining-shards recorded in the manifest (documents and
 //              sentences tokenized), shards, bytes on disk, seconds and rate
 // The result is JSON (stats_json_version below); print_shard_stats prints it as tables and
@@ -20,7 +21,6 @@
 #include <functional>
 #include <iosfwd>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,9 +34,8 @@ namespace pretrain {
 
 inline constexpr int kStatsJsonVersion = 1;
 
-// Sentences in a document's text; ids → bytes of the text they decode to (special tokens left out).
+// Sentences in a document's text.
 using SentenceCounter = std::function<uint64_t(std::string_view text)>;
-using DecodedBytes = std::function<uint64_t(std::span<const int32_t> ids)>;
 
 // What the statistics need of tokenizer/, which formats/ does not link (docs/architecture.md, "The
 // dependency graph"): shard-tool's main supplies these from tokenizer/, the tests stand-ins. What
@@ -44,10 +43,13 @@ using DecodedBytes = std::function<uint64_t(std::span<const int32_t> ids)>;
 struct StatsTextTools {
   // Sentences as make-pretraining-shards splits a document (ICU for the language `lang`).
   std::function<SentenceCounter(const std::string& lang)> sentences;
-  // The tokenizer that made a set: `path` when given, else the manifest's record (`record`, found
-  // through `manifest_path`). Throws Error saying why when it cannot be had or is not that tokenizer.
-  std::function<DecodedBytes(const TokenizerInfo& record, const std::string& manifest_path, const std::string& path)>
-      decoder;
+  // The bytes of text each id of the tokenizer that made a set stands for inside a text (special
+  // tokens 0): that tokenizer is `path` when given, else the manifest's record (`record`, found
+  // through `manifest_path`). Throws Error saying why when it cannot be had, is not that
+  // tokenizer, or has no such bytes (WordPiece: its share of [UNK] says more).
+  std::function<std::vector<uint32_t>(const TokenizerInfo& record, const std::string& manifest_path,
+                                      const std::string& path)>
+      token_bytes;
 };
 
 struct ShardStatsOptions {
@@ -58,7 +60,7 @@ struct ShardStatsOptions {
   std::string dedup_report;  // JSON Lines of removed documents (read_dedup_report); "" for none
   bool sentences = true;     // documents: count sentences (the slowest statistic) when tools can
   std::string lang;          // documents: sentence rules; "": the manifest's site language, else en
-  std::string tokenizer;     // GPT: decode with this tokenizer instead of the manifest's record
+  std::string tokenizer;     // GPT: bytes per token from this tokenizer, not the manifest's record
   bool verify = true;        // xxh3 of every shard a manifest lists before it is read
 };
 

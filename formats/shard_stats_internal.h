@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -67,16 +68,19 @@ struct BertShape {
 // Reads only the datasets it counts; Error naming the shard when its shape is not `want`.
 BertTally tally_bert(const Shard& s, const BertShape& want, const IdKinds& kinds);
 
+// GPT tokens: how often each id occurs (counted over the token array in parallel pieces), and the
+// documents' and sequences' lengths (from the index, or the end-of-text ids of an llm.c stream).
 struct TokenTally {
-  uint64_t documents = 0, sequences = 0, tokens = 0, special = 0, unk = 0, decoded_bytes = 0;
+  uint64_t documents = 0, sequences = 0, tokens = 0;
+  std::vector<uint64_t> id_counts;  // tokens of each id, up to the largest id seen
   StatsHistogram doc_tokens, seq_tokens;
-  void add_document(std::span<const int32_t> ids, const IdKinds& kinds, const DecodedBytes& decode);
   void merge(const TokenTally& o);
 };
-TokenTally tally_megatron(const Shard& s, const IdKinds& kinds, const DecodedBytes& decode);
+// Error naming the shard for an id that is negative or past any vocabulary (2^24).
+TokenTally tally_megatron(const Shard& s);
 // An llm.c stream, cut into documents at each `eot`: before it when the stream opens with one
 // (llm.c's fineweb.py writes it before every document), else after it (make-pretraining-shards
 // ends every document with it); tokens left at either end are a document of their own.
-TokenTally tally_llmc(const Shard& s, int64_t eot, const IdKinds& kinds, const DecodedBytes& decode);
+TokenTally tally_llmc(const Shard& s, int64_t eot);
 
 }  // namespace pretrain::shard_stats_internal

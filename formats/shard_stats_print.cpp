@@ -51,7 +51,8 @@ void print_shard_stats(const json& s, std::ostream& out) {
   const std::string layout = s.contains("layout") ? ", " + s["layout"].get<std::string>() : "";
   out << "shard-tool stats: " << s["input"].get<std::string>() << " (" << s["format"].get<std::string>() << layout
       << "; " << s["files"].get<uint64_t>() << " files, " << human_bytes(s["disk_bytes"].get<double>()) << ")\n"
-      << "read in " << fixed(seconds, 3) << " s with " << s["threads"].get<int>() << " threads: "
+      << "read in " << fixed(seconds, 3) << " s (after " << fixed(s.value("setup_seconds", 0.0), 3) << " s of setup) with "
+      << s["threads"].get<int>() << " threads: "
       << human_bytes(rate["bytes_per_s"].get<double>()) << "/s, " << grouped(uint64_t(rate["records_per_s"].get<double>()))
       << " records/s";
   if (const json* t = field(rate, "tokens_per_s")) out << ", " << grouped(uint64_t(t->get<double>())) << " tokens/s";
@@ -68,7 +69,7 @@ void print_shard_stats(const json& s, std::ostream& out) {
     if (const json* share = field(*tok, "unk_share"))
       row(out, "[UNK] share", cat(percent(share->get<double>()), " (", grouped((*tok)["unk_tokens"].get<uint64_t>()), " of the text tokens)"));
     if (const json* bpt = field(*tok, "bytes_per_token"))
-      row(out, "bytes of text per token", cat(fixed(bpt->get<double>(), 3), " (", grouped((*tok)["decoded_bytes"].get<uint64_t>()), " bytes decoded)"));
+      row(out, "bytes of text per token", cat(fixed(bpt->get<double>(), 3), " (", grouped((*tok)["text_bytes"].get<uint64_t>()), " bytes)"));
   }
   if (const json* b = field(s, "bert")) {
     if (const json* p = field(*b, "predictions_per_instance")) row(out, "predictions per instance", fixed(p->get<double>(), 2));

@@ -1,4 +1,5 @@
 // shard-tool stats: counting one shard (shard_stats_internal.h).
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_pipeline.h>
 
@@ -6,6 +7,7 @@
 #include <array>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 #include "common/cli.h"
 #include "common/error.h"
@@ -224,84 +226,108 @@ BertTally tally_bert(const Shard& s, const BertShape& want, const IdKinds& kinds
 }
 
 // ---------------------------------------------------------------------------------------------
-// GPT tokens (Megatron, llm.c): documents of ids
-
-void TokenTally::add_document(std::span<const int32_t> ids, const IdKinds& kinds, const DecodedBytes& decode) {
-  ++documents;
-  tokens += ids.size();
-  for (const int32_t id : ids) {
-    const IdKinds::Kind k = kinds(id);
-    special += k == IdKinds::special;
-    unk += k == IdKinds::unknown;
-  }
-  if (decode) decoded_bytes += decode(ids);
-  doc_tokens.add(ids.size());
-}
+// GPT tokens (Megatron, llm.c)
 
 void TokenTally::merge(const TokenTally& o) {
-  documents += o.documents, sequences += o.sequences, tokens += o.tokens, special += o.special, unk += o.unk;
-  decoded_bytes += o.decoded_bytes;
+  documents += o.documents, sequences += o.sequences, tokens += o.tokens;
+  if (o.id_counts.size() > id_counts.size()) id_counts.resize(o.id_counts.size(), 0);
+  for (size_t id = 0; id < o.id_counts.size(); ++id) id_counts[id] += o.id_counts[id];
   doc_tokens.merge(o.doc_tokens), seq_tokens.merge(o.seq_tokens);
 }
 
 namespace {
 
-// Counts documents [0, n) in blocks on the workers; each(d, tally, scratch) counts document d.
-template <typename Each>
-TokenTally tally_documents(size_t n, const Each& each) {
-  constexpr size_t kBlock = 1024;
-  std::vector<TokenTally> blocks((n + kBlock - 1) / kBlock);
-  tbb::parallel_for(size_t{0}, blocks.size(), [&](size_t b) {
-    std::vector<int32_t> scratch;
-    for (size_t d = b * kBlock; d < std::min(n, (b + 1) * kBlock); ++d) each(d, blocks[b], scratch);
+constexpr int64_t kMaxId = int64_t{1} << 24;  // tokenizer.h's kMaxTokenId: no vocabulary is larger
+constexpr size_t kPieceTokens = size_t{1} << 20;
+
+// Counts the ids of tokens[0, n) into `counts` in pieces on the workers; at(piece, i) is told of
+// each token (llm.c: where the end-of-text ids are). Error naming `path` and the token for an id
+// outside [0, 2^24).
+template <typename T, typename At>
+void count_ids(const T* tokens, size_t n, std::vector<uint64_t>& counts, const std::string& path, const At& at) {
+  tbb::enumerable_thread_specific<std::vector<uint64_t>> local;
+  tbb::parallel_for(size_t{0}, (n + kPieceTokens - 1) / kPieceTokens, [&](size_t piece) {
+    std::vector<uint64_t>& mine = local.local();
+    if (mine.empty()) mine.assign(std::is_same_v<T, uint16_t> || sizeof(T) == 1 ? size_t{65536} : size_t{0}, 0);
+    for (size_t i = piece * kPieceTokens; i < std::min(n, (piece + 1) * kPieceTokens); ++i) {
+      const T id = tokens[i];
+      if constexpr (std::is_signed_v<T> || sizeof(T) > 2) {
+        if (int64_t(id) < 0 || int64_t(id) >= kMaxId)
+          throw Error(Where{path}, cat("token ", i, " is ", int64_t(id), ": not an id of any vocabulary"));
+        if (size_t(id) >= mine.size()) mine.resize(size_t(id) + 1, 0);
+      }
+      ++mine[size_t(id)];
+      at(piece, i, int64_t(id));
+    }
   });
-  TokenTally total;
-  for (const TokenTally& t : blocks) total.merge(t);
-  return total;
+  for (const std::vector<uint64_t>& mine : local) {
+    if (mine.size() > counts.size()) counts.resize(mine.size(), 0);
+    for (size_t id = 0; id < mine.size(); ++id) counts[id] += mine[id];
+  }
+  while (!counts.empty() && counts.back() == 0) counts.pop_back();
+}
+
+template <typename At>
+void count_megatron_ids(const TokenSpan& all, std::vector<uint64_t>& counts, const std::string& path, const At& at) {
+  auto as = [&](auto zero) { count_ids(static_cast<const decltype(zero)*>(all.data), all.size, counts, path, at); };
+  switch (all.dtype) {
+    case MegatronDType::u8: return as(uint8_t{});
+    case MegatronDType::i8: return as(int8_t{});
+    case MegatronDType::i16: return as(int16_t{});
+    case MegatronDType::u16: return as(uint16_t{});
+    case MegatronDType::i32: return as(int32_t{});
+    case MegatronDType::i64: return as(int64_t{});
+    default: throw Error(Where{path}, cat("tokens of type ", megatron_dtype_name(all.dtype), ": expected integer ids"));
+  }
 }
 
 }  // namespace
 
-TokenTally tally_megatron(const Shard& s, const IdKinds& kinds, const DecodedBytes& decode) {
+TokenTally tally_megatron(const Shard& s) {
   const MegatronReader reader(megatron_prefix(s.path));
   check_records(s, reader.num_sequences(), "sequences");
-  TokenTally t = tally_documents(reader.num_documents(), [&](size_t d, TokenTally& into, std::vector<int32_t>& ids) {
+  TokenTally t;
+  t.tokens = reader.num_tokens();
+  if (reader.num_sequences() > 0)  // the sequences lie back to back from the first (the reader checked)
+    count_megatron_ids({reader.sequence(0).data, size_t(t.tokens), reader.dtype()}, t.id_counts, reader.bin_path(),
+                       [](size_t, size_t, int64_t) {});
+  const auto lengths = reader.sequence_lengths();
+  for (const int32_t n : lengths) t.seq_tokens.add(uint64_t(n));
+  t.sequences = lengths.size();
+  for (size_t d = 0; d < reader.num_documents(); ++d) {
     const auto [first, last] = reader.document_range(d);
-    ids.clear();
-    for (size_t q = first; q < last; ++q) {
-      const TokenSpan span = reader.sequence(q);
-      const size_t at = ids.size();
-      ids.resize(at + span.size);
-      span.to_int32(ids.data() + at);
-      into.seq_tokens.add(span.size);
-      ++into.sequences;
-    }
-    into.add_document(ids, kinds, decode);
-  });
+    uint64_t n = 0;
+    for (size_t q = first; q < last; ++q) n += uint64_t(lengths[q]);
+    t.doc_tokens.add(n);
+  }
+  t.documents = reader.num_documents();
   return t;
 }
 
-TokenTally tally_llmc(const Shard& s, int64_t eot, const IdKinds& kinds, const DecodedBytes& decode) {
+TokenTally tally_llmc(const Shard& s, int64_t eot) {
   const LlmcReader reader(s.path);
   check_records(s, reader.size(), "tokens");
+  const size_t n = reader.size();
+  TokenTally t;
+  t.tokens = n;
+  std::vector<std::vector<size_t>> ends((n + kPieceTokens - 1) / kPieceTokens);  // each piece's end-of-text positions
+  auto at = [&](size_t piece, size_t i, int64_t id) {
+    if (id == eot) ends[piece].push_back(i);
+  };
+  if (reader.format() == LlmcFormat::gpt2) count_ids(reader.tokens16().data(), n, t.id_counts, s.path, at);
+  else count_ids(reader.tokens32().data(), n, t.id_counts, s.path, at);
   // Where each document starts: at each end-of-text when the stream opens with one, else after it.
-  const bool opens = reader.size() > 0 && reader[0] == uint64_t(eot);
+  const bool opens = n > 0 && int64_t(reader[0]) == eot;
   std::vector<size_t> starts;
-  for (size_t i = 0; i < reader.size(); ++i)
-    if (i == 0 || (opens ? reader[i] == uint64_t(eot) : reader[i - 1] == uint64_t(eot))) starts.push_back(i);
-  starts.push_back(reader.size());
-  return tally_documents(starts.size() - 1, [&](size_t d, TokenTally& into, std::vector<int32_t>& ids) {
-    ids.resize(starts[d + 1] - starts[d]);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      const uint32_t id = reader[starts[d] + i];
-      if (id > uint32_t(std::numeric_limits<int32_t>::max()))
-        throw Error(Where{s.path}, cat("token ", starts[d] + i, " is ", id, ", past any vocabulary"));
-      ids[i] = int32_t(id);
-    }
-    into.seq_tokens.add(ids.size());
-    ++into.sequences;
-    into.add_document(ids, kinds, decode);
-  });
+  if (n > 0) starts.push_back(0);
+  for (const std::vector<size_t>& piece : ends)
+    for (const size_t i : piece)
+      if (opens ? i > 0 : i + 1 < n) starts.push_back(opens ? i : i + 1);
+  starts.push_back(n);
+  for (size_t d = 0; d + 1 < starts.size(); ++d) t.doc_tokens.add(starts[d + 1] - starts[d]);
+  t.documents = t.sequences = starts.size() - 1;
+  t.seq_tokens = t.doc_tokens;
+  return t;
 }
 
 }  // namespace pretrain::shard_stats_internal

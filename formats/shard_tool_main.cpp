@@ -1,7 +1,7 @@
 // shard-tool: inspect, verify, convert and count shards. The work is in shard_tool.cpp; here is
 // what `stats` takes from tokenizer/, which the formats library does not link (the tool does, as
-// train-tokenizer links formats): make-pretraining-shards' sentence splitting, and the tokenizer
-// that made a set of shards, loaded again to decode its ids.
+// train-tokenizer links formats): make-pretraining-shards' sentence splitting, and the bytes each
+// id of the tokenizer that made a set of shards stands for.
 #include <tbb/enumerable_thread_specific.h>
 
 #include <memory>
@@ -9,7 +9,9 @@
 
 #include "common/error.h"
 #include "common/file.h"
+#include "common/utf8.h"
 #include "formats/shard_tool.h"
+#include "tokenizer/gpt2_pretokenize.h"
 #include "tokenizer/sentences.h"
 #include "tokenizer/tokenizer.h"
 
@@ -35,27 +37,51 @@ SentenceCounter sentence_counter(const std::string& lang) {
   };
 }
 
+// The bytes of text one token stands for inside a text, as the vocabulary spells it: byte-level
+// BPE spells each byte as one character (gpt2_pretokenize.h; an added token's other characters
+// are themselves), SentencePiece a space as "▁" and a byte it fell back on as <0xNN>.
+uint32_t spelled_bytes(std::string_view kind, const std::string& token) {
+  if (kind == "sentencepiece" && token.size() == 6 && token.starts_with("<0x") && token.ends_with(">")) return 1;
+  uint32_t bytes = 0;
+  const auto* p = reinterpret_cast<const uint8_t*>(token.data());
+  const auto* end = p + token.size();
+  while (p < end) {
+    const Utf8Step c = decode_utf8(p, end);
+    if (kind == "bpe") bytes += c.valid && gpt2::unicode_to_byte(c.code_point) >= 0 ? 1 : c.length;
+    else bytes += c.valid && c.code_point == U'\u2581' ? 1 : c.length;
+    p += c.length;
+  }
+  return bytes;
+}
+
 // The tokenizer that made the shards: `path` when given, else the record's first file as it was
 // given (relative to where make-pretraining-shards ran) or beside the manifest, loaded with the
-// recorded options; either must have the vocabulary hash the manifest records.
-DecodedBytes token_decoder(const TokenizerInfo& record, const std::string& manifest_path, const std::string& path) {
+// recorded options; either must have the vocabulary hash the manifest records. Then each id's bytes
+// (special tokens: none).
+std::vector<uint32_t> token_bytes(const TokenizerInfo& record, const std::string& manifest_path, const std::string& path) {
   std::string file = path;
   if (file.empty()) {
     const std::string& given = record.files.front().path;
     file = file_exists(given) ? given : path_join(dir_name(manifest_path), given);
     if (!file_exists(file))
-      throw Error(Where{manifest_path}, cat("the tokenizer that made the shards ('", given, "') is not here or beside the manifest"));
+      throw Error(Where{manifest_path}, cat("the tokenizer that made the shards ('", given, "') is neither here nor beside the manifest"));
   }
-  std::shared_ptr<const Tokenizer> tok =
+  const std::unique_ptr<Tokenizer> tok =
       load_tokenizer(file, path.empty() ? tokenizer_options_from_json(record.options, manifest_path) : TokenizerOptions{});
   if (!record.vocab_hash.empty() && tok->info().vocab_hash != record.vocab_hash)
     throw UsageError(Where{file}, cat("not the tokenizer that made the shards (vocabulary hash ", tok->info().vocab_hash, ", ",
                                       manifest_path, " says ", record.vocab_hash, ")"));
-  return [tok](std::span<const int32_t> ids) -> uint64_t { return tok->decode(ids, /*skip_special_tokens=*/true).size(); };
+  const std::string_view kind = tok->kind();
+  if (kind != "bpe" && kind != "sentencepiece")
+    throw Error(Where{file}, cat("a ", kind, " vocabulary spells no bytes per token (its [UNK] share says how it fits)"));
+  std::vector<uint32_t> bytes(size_t(tok->vocab_size()));
+  for (TokenId id = 0; id < TokenId(bytes.size()); ++id)
+    bytes[size_t(id)] = tok->is_special(id) ? 0 : spelled_bytes(kind, tok->id_to_token(id));
+  return bytes;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return pretrain::shard_tool_main(argc, argv, {.sentences = sentence_counter, .decoder = token_decoder});
+  return pretrain::shard_tool_main(argc, argv, {.sentences = sentence_counter, .token_bytes = token_bytes});
 }

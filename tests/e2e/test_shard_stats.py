@@ -39,7 +39,7 @@ def stats(target, *flags, rc=0):
 
 
 def untimed(s):
-    return {k: v for k, v in s.items() if k not in ("seconds", "rate", "threads")}
+    return {k: v for k, v in s.items() if k not in ("seconds", "setup_seconds", "rate", "threads")}
 
 
 def plot(stats_json, png):

@@ -38,19 +38,17 @@ StatsInput input_of(const std::string& dir) {
   return in;
 }
 
-// Stand-ins for tokenizer/: a sentence per '.', and a decoder where id k (but 2, the end of a
-// document) is k bytes of text.
+// Stand-ins for tokenizer/: a sentence per '.', and a vocabulary of 16 ids where id k (but 2, the
+// end of a document) stands for k bytes of text.
 StatsTextTools stand_ins() {
   StatsTextTools t;
   t.sentences = [](const std::string&) -> SentenceCounter {
     return [](std::string_view text) { return uint64_t(std::count(text.begin(), text.end(), '.')); };
   };
-  t.decoder = [](const TokenizerInfo&, const std::string&, const std::string&) -> DecodedBytes {
-    return [](std::span<const int32_t> ids) {
-      uint64_t bytes = 0;
-      for (int32_t id : ids) bytes += id == 2 ? 0 : uint64_t(id);
-      return bytes;
-    };
+  t.token_bytes = [](const TokenizerInfo&, const std::string&, const std::string&) {
+    std::vector<uint32_t> bytes(16);
+    for (uint32_t id = 0; id < 16; ++id) bytes[id] = id == 2 ? 0 : id;
+    return bytes;
   };
   return t;
 }
@@ -58,6 +56,7 @@ StatsTextTools stand_ins() {
 // The JSON without what depends on the run (time, rate, threads).
 json without_timing(json j) {
   j.erase("seconds");
+  j.erase("setup_seconds");
   j.erase("rate");
   j.erase("threads");
   return j;
@@ -371,16 +370,17 @@ TEST(ShardStats, MegatronCountedByHand) {
   EXPECT_EQ(s["manifest_documents"], 3);
   EXPECT_EQ(s["tokenizer"]["unk_tokens"], 1);
   EXPECT_DOUBLE_EQ(s["tokenizer"]["unk_share"].get<double>(), 1.0 / 6);
-  EXPECT_EQ(s["tokenizer"]["decoded_bytes"], 5 + 7 + 8 + 9 + 10);
+  EXPECT_EQ(s["tokenizer"]["text_bytes"], 5 + 7 + 8 + 9 + 10);
   EXPECT_DOUBLE_EQ(s["tokenizer"]["bytes_per_token"].get<double>(), 39.0 / 6);
+  EXPECT_EQ(c["distinct_ids"], 7);  // 0 2 5 7 8 9 10
   // Tokens per document 4, 4, 1; per sequence 4, 2, 2, 1.
   EXPECT_EQ(s["histograms"]["document_tokens"]["counts"], json({0, 1, 0, 2}));
   EXPECT_EQ(s["histograms"]["sequence_tokens"]["counts"], json({0, 1, 2, 1}));
   EXPECT_TRUE(s["padding"].is_null());
-  // Without a decoder, or when it cannot load the tokenizer: bytes per token unknown, said why.
+  // Without the tokenizer's bytes, or when it cannot be loaded: bytes per token unknown, said why.
   EXPECT_TRUE(shard_stats(input_of(set), {}, {})["tokenizer"]["bytes_per_token"].is_null());
   StatsTextTools failing = stand_ins();
-  failing.decoder = [](const TokenizerInfo&, const std::string& manifest, const std::string&) -> DecodedBytes {
+  failing.token_bytes = [](const TokenizerInfo&, const std::string& manifest, const std::string&) -> std::vector<uint32_t> {
     throw Error(Where{manifest}, "the tokenizer that made the shards is not here");
   };
   const json without = shard_stats(input_of(set), {}, failing);
@@ -389,6 +389,28 @@ TEST(ShardStats, MegatronCountedByHand) {
   ShardStatsOptions named;  // a tokenizer named on the command line that fails: an error
   named.tokenizer = "elsewhere.json";
   EXPECT_THROW(shard_stats(input_of(set), named, failing), Error);
+  // A tokenizer with fewer ids than the shards use is not the one that made them.
+  StatsTextTools small = stand_ins();
+  small.token_bytes = [](const TokenizerInfo&, const std::string&, const std::string&) { return std::vector<uint32_t>(8, 1); };
+  const std::string why = error_message([&] { shard_stats(input_of(set), {}, small); });
+  EXPECT_NE(why.find("id 10 occurs"), std::string::npos) << why;
+}
+
+// A Megatron shard with an id no vocabulary has (int32 tokens): refused, naming the .bin.
+TEST(ShardStats, MegatronIdsPastAnyVocabularyAreRefused) {
+  TempDir dir;
+  const std::string prefix = dir.file("bad");
+  MegatronWriter w(prefix, MegatronDType::i32);
+  w.add_sequence(std::vector<int32_t>{5, -3});
+  w.end_document();
+  w.finalize();
+  StatsInput in;
+  in.given = prefix;
+  in.format = kFormatMegatron;
+  in.files = {megatron_bin_path(prefix)};
+  const std::string why = error_message([&] { shard_stats(in, {}); });
+  EXPECT_NE(why.find(megatron_bin_path(prefix)), std::string::npos) << why;
+  EXPECT_NE(why.find("token 1 is -3"), std::string::npos) << why;
 }
 
 // llm.c without a manifest: documents cut at each end-of-text (50256): after it when the stream
