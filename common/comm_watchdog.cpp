@@ -1,5 +1,6 @@
 #include "common/comm_watchdog.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -67,8 +68,12 @@ void CommWatchdog::run() {
 
 CommWatchdog::Call::Call(CommWatchdog& w, const char* operation, const char* group, int peer) {
   if (w.timeout_ns_.load(std::memory_order_relaxed) == 0) return;
-  for (Slot& s : w.slots_) {
+  thread_local int hint = 0;  // the slot this thread took last: free again, unless calls nest
+  for (int k = 0; k < kSlots; ++k) {
+    const int i = (hint + k) % kSlots;
+    Slot& s = w.slots_[i];
     if (s.busy.load(std::memory_order_relaxed) || s.busy.exchange(true, std::memory_order_acquire)) continue;
+    hint = i;
     // A reader that sees these fields and then looks at since_ns again sees at least the 0 the
     // slot's last call left there.
     std::atomic_thread_fence(std::memory_order_release);
@@ -151,9 +156,10 @@ bool CommWatchdog::check() {
 
 namespace {
 
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+int64_t coarse_monotonic_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  return int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
 }
 
 // The process's end: stderr first (write(2): no stdio lock, which a stuck thread may hold), then
@@ -177,7 +183,7 @@ int64_t steady_ns() {
 }  // namespace
 
 CommWatchdog& comm_watchdog() {
-  static CommWatchdog* const watchdog = new CommWatchdog(steady_ns, end_process);
+  static CommWatchdog* const watchdog = new CommWatchdog(coarse_monotonic_ns, end_process);
   return *watchdog;
 }
 
