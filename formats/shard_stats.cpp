@@ -96,7 +96,7 @@ std::string detect_lang(const StatsInput& in, const std::string& asked) {
 DedupReport read_dedup_report(const std::string& path) {
   DedupReport r;
   const std::string text = read_file(path);
-  std::unordered_set<std::string> clusters;
+  std::unordered_set<std::string> clusters, ids;
   int64_t line_no = 0;
   for (size_t pos = 0; pos < text.size();) {
     size_t eol = text.find('\n', pos);
@@ -106,14 +106,17 @@ DedupReport read_dedup_report(const std::string& path) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     const Where where = Where::at_line(path, line_no);
-    json j = json::parse(line, nullptr, false);
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) throw Error(where, "expected a JSON object (a removed document)");
     const auto id = j.find("id");
     if (id == j.end() || !(id->is_string() || id->is_number_integer()))
       throw Error(where, "expected \"id\": the removed document's id (a string or an integer)");
     r.removed_ids.push_back(id->is_string() ? id->get<std::string>() : id->dump());
+    r.repeated_ids += !ids.insert(r.removed_ids.back()).second;
     const auto cluster = j.find("cluster");
     clusters.insert(cluster == j.end() ? cat("line ", line_no) : cluster->dump());
+    const auto kind = j.find("kind");
+    ++r.by_kind[kind != j.end() && kind->is_string() ? kind->get<std::string>() : ""];
   }
   r.clusters = clusters.size();
   return r;
@@ -265,8 +268,14 @@ json shard_stats(const StatsInput& in, const ShardStatsOptions& options, const S
     if (report) {
       // The report's removed documents found here: the set is dedup's input; none: its output.
       const bool input_side = t.duplicates > 0;
+      json kinds_json = json::object();
+      for (const auto& [kind, n] : report->by_kind) kinds_json[kind.empty() ? "unknown" : kind] = n;
+      if (report->repeated_ids)
+        notes.push_back(cat("the dedup report removes ", report->repeated_ids,
+                            " documents whose id another removed one has (other sources): matched by id, they count once"));
       out["dedup"] = {{"report", options.dedup_report},
                       {"removed", report->removed_ids.size()},
+                      {"by_kind", kinds_json},
                       {"clusters", report->clusters},
                       {"found_here", t.duplicates},
                       {"basis", input_side ? "input" : "output"},

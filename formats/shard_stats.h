@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -80,12 +81,15 @@ nlohmann::ordered_json shard_stats(const StatsInput& input, const ShardStatsOpti
 // The JSON as tables for a terminal.
 void print_shard_stats(const nlohmann::ordered_json& stats, std::ostream& out);
 
-// A dedup report (datagen/dedup's): JSON Lines, one removed document a line with its "id" (string
-// or integer) and optionally "source", "cluster" and "kept" (the kept document: its id, or an
-// object with one). Empty lines are skipped; an Error names the file and line of a bad one.
+// A dedup report (datagen/dedup's dedup-report.jsonl): JSON Lines, one removed document a line
+// with its "id" (string or integer) and optionally "cluster", "kind" ("exact", "near") and the rest
+// dedup writes (source, file, record, kept, …), which is not needed here. Empty lines are
+// skipped; an Error names the file and line of a bad one. Documents are matched by id.
 struct DedupReport {
-  std::vector<std::string> removed_ids;  // in report order
-  uint64_t clusters = 0;                  // distinct "cluster" values (lines without one: each its own)
+  std::vector<std::string> removed_ids;       // in report order
+  uint64_t clusters = 0;                       // distinct "cluster" values (lines without one: each its own)
+  std::map<std::string, uint64_t> by_kind;     // "exact", "near", … ("" for lines without a kind)
+  uint64_t repeated_ids = 0;                   // removed documents whose id an earlier line has (other sources)
 };
 DedupReport read_dedup_report(const std::string& path);
 

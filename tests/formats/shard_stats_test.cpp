@@ -132,12 +132,14 @@ TEST(ShardStats, DedupReportOnEitherSideOfDedup) {
   EXPECT_EQ(d["basis"], "input");
   EXPECT_DOUBLE_EQ(d["duplicated_share"].get<double>(), 1.0 / 3);
   EXPECT_DOUBLE_EQ(d["duplicated_byte_share"].get<double>(), double(std::string(kTextA).size()) / (std::string(kTextA).size() + 16));
-  // Two removed documents none of which is here (integer ids, one cluster, kept as an object): the
-  // set is dedup's output, 2 of 3 + 2.
-  write_file_atomic(report, R"({"id": 41, "cluster": "k", "kept": {"id": "a"}})" "\n"
-                            R"({"id": 42, "cluster": "k", "kept": {"id": "a"}})" "\n");
+  // Two removed documents none of which is here, as dedup writes them (integer ids, one cluster,
+  // kept as an object): the set is dedup's output, 2 of 3 + 2.
+  write_file_atomic(report,
+                    R"({"index": 5, "id": 41, "source": "web/", "file": "web/a.jsonl", "record": 0, "cluster": 1, "kind": "exact", "jaccard": null, "kept": {"index": 1, "id": "a", "source": "docs/", "file": "docs/docs-00000.jsonl.zst", "record": 0}})" "\n"
+                    R"({"index": 6, "id": 42, "source": "web/", "file": "web/a.jsonl", "record": 1, "cluster": 1, "kind": "near", "jaccard": 0.84, "kept": {"index": 1, "id": "a", "source": "docs/", "file": "docs/docs-00000.jsonl.zst", "record": 0}})" "\n");
   d = shard_stats(input_of(docs), o, stand_ins())["dedup"];
   EXPECT_EQ(d["removed"], 2);
+  EXPECT_EQ(d["by_kind"], json::parse(R"({"exact": 1, "near": 1})"));
   EXPECT_EQ(d["clusters"], 1);
   EXPECT_EQ(d["basis"], "output");
   EXPECT_DOUBLE_EQ(d["duplicated_share"].get<double>(), 2.0 / 5);
