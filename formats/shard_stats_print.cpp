@@ -76,7 +76,10 @@ void print_shard_stats(const json& s, std::ostream& out) {
     if (const json* p = field(*b, "nsp_random_share")) row(out, "NSP: random next sentence", percent(p->get<double>()));
   }
   if (const json* d = field(s, "dedup")) {
-    row(out, "removed by dedup (report)", cat(grouped((*d)["removed"].get<uint64_t>()), " in ", grouped((*d)["clusters"].get<uint64_t>()), " clusters"));
+    std::string kinds;
+    for (const auto& [kind, n] : (*d)["by_kind"].items()) kinds += cat(kinds.empty() ? "" : ", ", kind, " ", grouped(n.get<uint64_t>()));
+    row(out, "removed by dedup (report)", cat(grouped((*d)["removed"].get<uint64_t>()), " (", kinds, ") in ",
+                                               grouped((*d)["clusters"].get<uint64_t>()), " clusters"));
     row(out, "duplicated share", cat(percent((*d)["duplicated_share"].get<double>()), " of the documents (",
                                       (*d)["basis"].get<std::string>() == "input" ? "removed ones found here: dedup's input"
                                                                                    : "none found here: dedup's output",
