@@ -81,12 +81,169 @@ json manifest_count(const nlohmann::json& manifest_stats, const char* key) {
 std::string detect_lang(const StatsInput& in, const std::string& asked) {
   if (!asked.empty()) return asked;
   if (in.manifest) {
-    const json& extra = in.manifest->extra;
+    const nlohmann::json& extra = in.manifest->extra;
     if (extra.contains("site") && extra["site"].is_object() && extra["site"].contains("lang") &&
         extra["site"]["lang"].is_string() && !extra["site"]["lang"].get<std::string>().empty())
       return extra["site"]["lang"].get<std::string>();
   }
   return "en";
+}
+
+// What each kind adds to the report: its counts, where they come from, its histograms and
+// sections of its own, and the figures the rate and the [UNK] share are made of.
+struct Section {
+  json counts = json::object(), sources = json::object(), histograms = json::object();
+  json own = json::object();        // "layout", "bert", "padding", "dedup", …: into the report as they are
+  json tokenizer = json::object();  // GPT: text_bytes, bytes_per_token
+  std::vector<std::string> notes;
+  uint64_t records = 0, tokens = 0;  // read, for the rate: documents, rows or sequences; tokens
+  uint64_t unk = 0, text_tokens = 0;
+};
+
+Section docs_section(const std::vector<DocTally>& tallies, const std::string& sentence_rule, const DedupReport* report,
+                     const std::string& report_path) {
+  DocTally t;
+  for (const DocTally& d : tallies) t.merge(d);
+  Section r;
+  const bool sentences = !sentence_rule.empty();
+  r.records = t.documents;
+  r.counts = {{"documents", t.documents}, {"empty_documents", t.empty}, {"paragraphs", t.paragraphs},
+              {"sentences", sentences ? json(t.sentences) : json(nullptr)}, {"words", t.words},
+              {"characters", t.chars}, {"text_bytes", t.bytes}};
+  r.sources = {{"documents", "counted"}, {"paragraphs", "non-blank lines of text"},
+               {"sentences", sentences ? json(sentence_rule) : json(nullptr)}, {"words", "runs of non-white-space"}};
+  r.histograms = {{"document_bytes", t.doc_bytes.to_json()}, {"document_words", t.doc_words.to_json()},
+                  {"document_paragraphs", t.doc_paragraphs.to_json()}};
+  if (sentences) r.histograms["document_sentences"] = t.doc_sentences.to_json();
+  else r.notes.push_back("sentences not counted (--no-sentences, or no sentence splitter at hand)");
+  if (!report) return r;
+  // The report's removed documents found here: the set is dedup's input; none: its output.
+  const bool input_side = t.duplicates > 0;
+  const uint64_t removed = report->removed_ids.size();
+  json by_kind = json::object();
+  for (const auto& [kind, n] : report->by_kind) by_kind[kind.empty() ? "unknown" : kind] = n;
+  if (report->repeated_ids)
+    r.notes.push_back(cat("the dedup report removes ", report->repeated_ids,
+                          " documents whose id another removed one has (other sources): matched by id, they count once"));
+  r.own["dedup"] = {{"report", report_path},
+                    {"removed", removed},
+                    {"by_kind", by_kind},
+                    {"clusters", report->clusters},
+                    {"found_here", t.duplicates},
+                    {"basis", input_side ? "input" : "output"},
+                    {"duplicated_share", input_side ? share(t.duplicates, t.documents) : share(removed, t.documents + removed)},
+                    {"duplicated_byte_share", input_side ? json(share(t.duplicate_bytes, t.bytes)) : json(nullptr)}};
+  return r;
+}
+
+// BERT: the set's shape, and what to reckon.
+struct BertPlan {
+  std::string layout;  // plain, binned, packed
+  int64_t seq_len = 0, max_pack = 0;
+  json max_predictions;
+  std::vector<int64_t> bin_sizes;  // the --bin-size cases
+  int64_t pack_case = kDefaultMaxPack;  // the --pack case's max_pack
+};
+
+Section bert_section(const std::vector<Shard>& shards, const std::vector<BertTally>& tallies,
+                     const std::vector<ManifestBin>& bins, const BertPlan& plan, const IdKinds& kinds,
+                     const nlohmann::json& manifest_stats) {
+  BertTally t;
+  std::vector<BertTally> per_bin(bins.size());
+  for (size_t i = 0; i < shards.size(); ++i) {
+    t.merge(tallies[i]);
+    if (shards[i].bin >= 0) per_bin[size_t(shards[i].bin)].merge(tallies[i]);
+  }
+  Section r;
+  const int64_t seq_len = plan.seq_len;
+  r.records = t.rows, r.tokens = t.real_tokens, r.unk = t.unk, r.text_tokens = t.text_tokens;
+  r.counts = {{"documents", manifest_count(manifest_stats, "documents")},
+              {"sentences", manifest_count(manifest_stats, "sentences")},
+              {"corpus_tokens", manifest_count(manifest_stats, "tokens")},
+              {"instances", t.instances},
+              {"rows", t.rows},
+              {"real_tokens", t.real_tokens},
+              {"text_tokens", kinds.known() ? json(t.text_tokens) : json(nullptr)}};
+  r.sources = {{"documents", "manifest (make-pretraining-shards: documents tokenized)"},
+               {"sentences", "manifest (make-pretraining-shards: sentences tokenized)"},
+               {"corpus_tokens", "manifest (make-pretraining-shards: tokens of the corpus, before instances)"},
+               {"real_tokens", "input_mask"},
+               {"text_tokens", "real tokens but the special ones ([CLS], [SEP])"}};
+  r.histograms = {{"instance_tokens", t.instance_tokens.to_json()}};
+  if (plan.max_pack > 0) {
+    r.histograms["row_tokens"] = t.row_tokens.to_json();
+    r.histograms["row_instances"] = t.row_instances.to_json();
+  }
+  r.own["bert"] = {{"seq_len", seq_len},
+                   {"max_predictions", plan.max_predictions},
+                   {"max_pack", plan.max_pack},
+                   {"predictions", t.predictions},
+                   {"predictions_per_instance", share_or_null(t.predictions, t.instances)},
+                   {"nsp_random_share", share_or_null(t.nsp_random, t.instances)}};
+  // Padding: as stored (per bin of a binned set), then what each layout would compute for the
+  // same instances.
+  const std::vector<uint64_t>& lengths = t.instance_tokens.buckets();
+  const uint64_t unbinned = unbinned_tokens(lengths, seq_len), real = t.real_tokens;
+  json cases = json::array(), per_length = json::array();
+  uint64_t stored = 0;
+  auto stored_at = [&](json key, int64_t length, const BertTally& part) {
+    const uint64_t computed = part.rows * uint64_t(length);
+    stored += computed;
+    json row = std::move(key);
+    row.update({{"seq_len", length},
+                {"rows", part.rows},
+                {"real_tokens", part.real_tokens},
+                {"padding_share", computed ? json(1.0 - share(part.real_tokens, computed)) : json(nullptr)}});
+    per_length.push_back(std::move(row));
+  };
+  if (bins.empty()) stored_at(json::object(), seq_len, t);
+  for (size_t b = 0; b < bins.size(); ++b) stored_at({{"bin", bins[b].bin}}, bins[b].max_length, per_bin[b]);
+  cases.push_back(padding_case("stored", cat("as stored (", plan.layout, ")"), t.rows, stored, real, unbinned));
+  cases.push_back(padding_case("unbinned", cat("unbinned (seq_len ", seq_len, ")"), t.instances, unbinned, real, unbinned));
+  for (int64_t b : plan.bin_sizes)
+    cases.push_back(padding_case(cat("bin", b), cat("--bin-size ", b, " (", seq_len / b, " bins)"), t.instances,
+                                 binned_tokens(lengths, seq_len, b), real, unbinned));
+  const uint64_t packs = packed_rows(lengths, seq_len, plan.pack_case);
+  cases.push_back(padding_case(cat("packed", plan.pack_case), cat("--pack --max-pack ", plan.pack_case), packs,
+                               packs * uint64_t(seq_len), real, unbinned));
+  r.own["padding"] = {{"seq_len", seq_len}, {"real_tokens", real}, {"per_seq_len", per_length}, {"cases", cases}};
+  return r;
+}
+
+Section token_section(const std::vector<TokenTally>& tallies, bool llmc, const IdKinds& kinds,
+                      const std::vector<uint32_t>& token_bytes, const nlohmann::json& manifest_stats,
+                      const std::string& given) {
+  TokenTally t;
+  for (const TokenTally& d : tallies) t.merge(d);
+  Section r;
+  r.records = t.sequences, r.tokens = t.tokens;
+  uint64_t special = 0, bytes = 0, used = 0;
+  for (size_t id = 0; id < t.id_counts.size(); ++id) {
+    const uint64_t n = t.id_counts[id];
+    special += kinds(int64_t(id)) == IdKinds::special ? n : 0;
+    r.unk += kinds(int64_t(id)) == IdKinds::unknown ? n : 0;
+    bytes += id < token_bytes.size() ? n * token_bytes[id] : 0;
+    used += n > 0;
+  }
+  if (!token_bytes.empty() && t.id_counts.size() > token_bytes.size())
+    throw Error(Where{given}, cat("id ", t.id_counts.size() - 1, " occurs, past the tokenizer's ", token_bytes.size(),
+                                  " ids: not the tokenizer that made the shards"));
+  r.text_tokens = t.tokens - special;
+  r.counts = {{"documents", t.documents},
+              {"sequences", t.sequences},
+              {"tokens", t.tokens},
+              {"text_tokens", kinds.known() ? json(r.text_tokens) : json(nullptr)},
+              {"distinct_ids", used}};
+  r.sources = {{"documents", llmc ? "counted: documents cut at each end-of-text id" : "counted: the index's documents"},
+               {"text_tokens", "tokens but the special ones (end of document)"}};
+  r.histograms = {{"document_tokens", t.doc_tokens.to_json()}};
+  if (!llmc) r.histograms["sequence_tokens"] = t.seq_tokens.to_json();
+  r.tokenizer = {{"text_bytes", token_bytes.empty() ? json(nullptr) : json(bytes)},
+                 {"bytes_per_token", token_bytes.empty() ? json(nullptr) : share_or_null(bytes, r.text_tokens)}};
+  if (const json c = manifest_count(manifest_stats, "documents"); !c.is_null()) r.own["manifest_documents"] = c;
+  r.own["padding"] = nullptr;
+  r.notes.push_back("no padding: a GPT loader cuts its sequences from the documents laid end to end");
+  return r;
 }
 
 }  // namespace
@@ -157,17 +314,21 @@ json shard_stats(const StatsInput& in, const ShardStatsOptions& options, const S
   }
   if (shards.empty()) throw Error(Where{in.given}, "no shards to count");
 
-  // BERT: the shape every shard must have.
-  int64_t seq_len = m ? m->seq_len : 0, max_pack = m ? json_integer_or<int64_t>(m->extra, "max_pack", 0) : 0;
-  if (bert && !m) {
-    const BertShardReader first(shards.front().path);
-    seq_len = first.seq_len(), max_pack = first.max_pack();
-  }
-  std::vector<int64_t> bin_sizes;
+  // BERT: the shape every shard must have, and what to reckon.
+  BertPlan plan;
   if (bert) {
-    if (seq_len < 1) throw Error(Where{in.manifest_path}, "no seq_len in the manifest of BERT shards");
-    bin_sizes = bin_sizes_for(options.bin_sizes, seq_len);
+    if (m) {
+      plan.seq_len = m->seq_len, plan.max_pack = json_integer_or<int64_t>(m->extra, "max_pack", 0);
+      plan.max_predictions = m->max_predictions;
+    } else {
+      const BertShardReader first(shards.front().path);
+      plan.seq_len = first.seq_len(), plan.max_pack = first.max_pack(), plan.max_predictions = first.max_predictions();
+    }
+    if (plan.seq_len < 1) throw Error(Where{in.manifest_path}, "no seq_len in the manifest of BERT shards");
+    plan.layout = format == kFormatBertHdf5Binned ? "binned" : plan.max_pack > 0 ? "packed" : "plain";
+    plan.bin_sizes = bin_sizes_for(options.bin_sizes, plan.seq_len);
     if (options.max_pack < 1 || options.max_pack > 127) throw UsageError(cat("--max-pack ", options.max_pack, ": expected 1 to 127"));
+    plan.pack_case = options.max_pack;
   }
 
   // What tokenizer/ gives: sentences of documents.
@@ -226,8 +387,8 @@ json shard_stats(const StatsInput& in, const ShardStatsOptions& options, const S
     sizes[i] = disk_bytes(s, format);
     if (docs) doc_tallies[i] = tally_docs(s, sentences, report ? &removed : nullptr);
     if (bert) {
-      const int64_t shard_seq = s.bin >= 0 ? bins[size_t(s.bin)].max_length : seq_len;
-      bert_tallies[i] = tally_bert(s, {shard_seq, max_pack}, kinds);
+      const int64_t shard_seq = s.bin >= 0 ? bins[size_t(s.bin)].max_length : plan.seq_len;
+      bert_tallies[i] = tally_bert(s, {shard_seq, plan.max_pack}, kinds);
     }
     if (megatron) token_tallies[i] = tally_megatron(s);
     if (llmc) token_tallies[i] = tally_llmc(s, eot);
@@ -238,169 +399,43 @@ json shard_stats(const StatsInput& in, const ShardStatsOptions& options, const S
 
   uint64_t disk = 0;
   for (uint64_t b : sizes) disk += b;
+  const nlohmann::json manifest_stats = m ? m->stats : nlohmann::json::object();
+  Section section;
+  if (docs)
+    section = docs_section(doc_tallies, sentences ? cat("make-pretraining-shards' sentence splitting (ICU, ", lang, ")") : "",
+                           report ? &*report : nullptr, options.dedup_report);
+  if (bert) section = bert_section(shards, bert_tallies, bins, plan, kinds, manifest_stats);
+  if (megatron || llmc) section = token_section(token_tallies, llmc, kinds, token_bytes, manifest_stats, in.given);
+
   json out = {{"stats_json_version", kStatsJsonVersion},
               {"tool", cat("shard-tool stats ", version_string())},
               {"input", in.given},
-              {"format", format},
-              {"files", shards.size()},
+              {"format", format}};
+  if (bert) out["layout"] = plan.layout;
+  out.update({{"files", shards.size()},
               {"disk_bytes", disk},
               {"seconds", seconds},
               {"setup_seconds", setup_seconds},
-              {"threads", max_threads()}};
-  const nlohmann::json manifest_stats = m ? m->stats : nlohmann::json::object();
-  json counts = json::object(), hist = json::object(), sources = json::object();
-  uint64_t records = 0, tokens_read = 0;
-
-  if (docs) {
-    DocTally t;
-    for (const DocTally& d : doc_tallies) t.merge(d);
-    records = t.documents;
-    counts = {{"documents", t.documents}, {"empty_documents", t.empty}, {"paragraphs", t.paragraphs},
-              {"sentences", sentences ? json(t.sentences) : json(nullptr)}, {"words", t.words},
-              {"characters", t.chars}, {"text_bytes", t.bytes}};
-    sources = {{"documents", "counted"}, {"paragraphs", "non-blank lines of text"},
-               {"sentences", sentences ? json(cat("make-pretraining-shards' sentence splitting (ICU, ", lang, ")")) : json(nullptr)},
-               {"words", "runs of non-white-space"}};
-    hist = {{"document_bytes", t.doc_bytes.to_json()}, {"document_words", t.doc_words.to_json()},
-            {"document_paragraphs", t.doc_paragraphs.to_json()}};
-    if (sentences) hist["document_sentences"] = t.doc_sentences.to_json();
-    else notes.push_back("sentences not counted (--no-sentences, or no sentence splitter at hand)");
-    if (report) {
-      // The report's removed documents found here: the set is dedup's input; none: its output.
-      const bool input_side = t.duplicates > 0;
-      json kinds_json = json::object();
-      for (const auto& [kind, n] : report->by_kind) kinds_json[kind.empty() ? "unknown" : kind] = n;
-      if (report->repeated_ids)
-        notes.push_back(cat("the dedup report removes ", report->repeated_ids,
-                            " documents whose id another removed one has (other sources): matched by id, they count once"));
-      out["dedup"] = {{"report", options.dedup_report},
-                      {"removed", report->removed_ids.size()},
-                      {"by_kind", kinds_json},
-                      {"clusters", report->clusters},
-                      {"found_here", t.duplicates},
-                      {"basis", input_side ? "input" : "output"},
-                      {"duplicated_share", input_side ? share(t.duplicates, t.documents)
-                                                      : share(report->removed_ids.size(), t.documents + report->removed_ids.size())},
-                      {"duplicated_byte_share", input_side ? json(share(t.duplicate_bytes, t.bytes)) : json(nullptr)}};
-    }
-  }
-
-  uint64_t unk = 0, text_tokens = 0;  // for the [UNK] share
-  if (bert) {
-    BertTally t;
-    std::vector<BertTally> per_bin(bins.size());
-    for (size_t i = 0; i < shards.size(); ++i) {
-      t.merge(bert_tallies[i]);
-      if (shards[i].bin >= 0) per_bin[size_t(shards[i].bin)].merge(bert_tallies[i]);
-    }
-    records = t.rows;
-    tokens_read = t.real_tokens;
-    unk = t.unk, text_tokens = t.text_tokens;
-    out["layout"] = format == kFormatBertHdf5Binned ? "binned" : max_pack > 0 ? "packed" : "plain";
-    counts = {{"documents", manifest_count(manifest_stats, "documents")},
-              {"sentences", manifest_count(manifest_stats, "sentences")},
-              {"corpus_tokens", manifest_count(manifest_stats, "tokens")},
-              {"instances", t.instances},
-              {"rows", t.rows},
-              {"real_tokens", t.real_tokens},
-              {"text_tokens", kinds.known() ? json(t.text_tokens) : json(nullptr)}};
-    sources = {{"documents", "manifest (make-pretraining-shards: documents tokenized)"},
-               {"sentences", "manifest (make-pretraining-shards: sentences tokenized)"},
-               {"corpus_tokens", "manifest (make-pretraining-shards: tokens of the corpus, before instances)"},
-               {"real_tokens", "input_mask"},
-               {"text_tokens", "real tokens but the special ones ([CLS], [SEP])"}};
-    hist = {{"instance_tokens", t.instance_tokens.to_json()}};
-    if (max_pack > 0) {
-      hist["row_tokens"] = t.row_tokens.to_json();
-      hist["row_instances"] = t.row_instances.to_json();
-    }
-    out["bert"] = {{"seq_len", seq_len},
-                   {"max_predictions", m ? json(m->max_predictions) : json(nullptr)},
-                   {"max_pack", max_pack},
-                   {"predictions", t.predictions},
-                   {"predictions_per_instance", share_or_null(t.predictions, t.instances)},
-                   {"nsp_random_share", share_or_null(t.nsp_random, t.instances)}};
-    // Padding: as stored, then what each layout would compute for the same instances.
-    const std::vector<uint64_t>& lengths = t.instance_tokens.buckets();
-    const uint64_t unbinned = unbinned_tokens(lengths, seq_len), real = t.real_tokens;
-    json cases = json::array(), per_length = json::array();
-    uint64_t stored = 0;
-    if (!bins.empty()) {
-      for (size_t b = 0; b < bins.size(); ++b) {
-        const uint64_t computed = per_bin[b].rows * uint64_t(bins[b].max_length);
-        stored += computed;
-        per_length.push_back({{"bin", bins[b].bin},
-                              {"seq_len", bins[b].max_length},
-                              {"rows", per_bin[b].rows},
-                              {"real_tokens", per_bin[b].real_tokens},
-                              {"padding_share", computed ? json(1.0 - share(per_bin[b].real_tokens, computed)) : json(nullptr)}});
-      }
-    } else {
-      stored = t.rows * uint64_t(seq_len);
-      per_length.push_back({{"seq_len", seq_len},
-                            {"rows", t.rows},
-                            {"real_tokens", real},
-                            {"padding_share", stored ? json(1.0 - share(real, stored)) : json(nullptr)}});
-    }
-    cases.push_back(padding_case("stored", cat("as stored (", out["layout"].get<std::string>(), ")"), t.rows, stored, real, unbinned));
-    cases.push_back(padding_case("unbinned", cat("unbinned (seq_len ", seq_len, ")"), t.instances, unbinned, real, unbinned));
-    for (int64_t b : bin_sizes)
-      cases.push_back(padding_case(cat("bin", b), cat("--bin-size ", b, " (", seq_len / b, " bins)"), t.instances,
-                                   binned_tokens(lengths, seq_len, b), real, unbinned));
-    const uint64_t packs = packed_rows(lengths, seq_len, options.max_pack);
-    cases.push_back(padding_case(cat("packed", options.max_pack), cat("--pack --max-pack ", options.max_pack), packs,
-                                 packs * uint64_t(seq_len), real, unbinned));
-    out["padding"] = {{"seq_len", seq_len}, {"real_tokens", real}, {"per_seq_len", per_length}, {"cases", cases}};
-  }
-
+              {"threads", max_threads()},
+              {"counts", section.counts},
+              {"sources", section.sources},
+              {"histograms", section.histograms}});
   json tokenizer = tok.kind.empty() ? json(nullptr) : json{{"kind", tok.kind}, {"vocab_size", tok.vocab_size}};
-  if (megatron || llmc) {
-    TokenTally t;
-    for (const TokenTally& d : token_tallies) t.merge(d);
-    records = t.sequences;
-    tokens_read = t.tokens;
-    uint64_t special = 0, bytes = 0, used = 0;
-    for (size_t id = 0; id < t.id_counts.size(); ++id) {
-      const uint64_t n = t.id_counts[id];
-      special += kinds(int64_t(id)) == IdKinds::special ? n : 0;
-      unk += kinds(int64_t(id)) == IdKinds::unknown ? n : 0;
-      bytes += id < token_bytes.size() ? n * token_bytes[id] : 0;
-      used += n > 0;
-    }
-    text_tokens = t.tokens - special;
-    counts = {{"documents", t.documents},
-              {"sequences", t.sequences},
-              {"tokens", t.tokens},
-              {"text_tokens", kinds.known() ? json(text_tokens) : json(nullptr)},
-              {"distinct_ids", used}};
-    sources = {{"documents", llmc ? "counted: documents cut at each end-of-text id" : "counted: the index's documents"},
-               {"text_tokens", "tokens but the special ones (end of document)"}};
-    if (const json c = manifest_count(manifest_stats, "documents"); !c.is_null()) out["manifest_documents"] = c;
-    hist = {{"document_tokens", t.doc_tokens.to_json()}};
-    if (megatron) hist["sequence_tokens"] = t.seq_tokens.to_json();
+  if (!section.tokenizer.empty()) {
     if (tokenizer.is_null()) tokenizer = json::object();
-    if (t.id_counts.size() > token_bytes.size() && !token_bytes.empty())
-      throw Error(Where{in.given}, cat("id ", t.id_counts.size() - 1, " occurs, past the tokenizer's ", token_bytes.size(),
-                                       " ids: not the tokenizer that made the shards"));
-    tokenizer["text_bytes"] = token_bytes.empty() ? json(nullptr) : json(bytes);
-    tokenizer["bytes_per_token"] = token_bytes.empty() ? json(nullptr) : share_or_null(bytes, text_tokens);
-    out["padding"] = nullptr;
-    notes.push_back("no padding: a GPT loader cuts its sequences from the documents laid end to end");
+    tokenizer.update(section.tokenizer);
   }
-
-  out["counts"] = counts;
-  out["sources"] = sources;
-  out["histograms"] = hist;
-  if (kinds.unk_id()) {
-    tokenizer["unk_id"] = *kinds.unk_id();
-    tokenizer["unk_tokens"] = unk;
-    tokenizer["unk_share"] = share_or_null(unk, text_tokens);
-  }
+  if (kinds.unk_id())
+    tokenizer.update({{"unk_id", *kinds.unk_id()},
+                      {"unk_tokens", section.unk},
+                      {"unk_share", share_or_null(section.unk, section.text_tokens)}});
   out["tokenizer"] = tokenizer;
+  out.update(section.own);
+  for (const std::string& n : section.notes) notes.push_back(n);
   if (!m && !docs) notes.push_back("no manifest: no tokenizer, so no [UNK] share and no corpus counts");
   out["rate"] = {{"bytes_per_s", seconds > 0 ? double(disk) / seconds : 0.0},
-                 {"records_per_s", seconds > 0 ? double(records) / seconds : 0.0},
-                 {"tokens_per_s", tokens_read && seconds > 0 ? json(double(tokens_read) / seconds) : json(nullptr)}};
+                 {"records_per_s", seconds > 0 ? double(section.records) / seconds : 0.0},
+                 {"tokens_per_s", section.tokens && seconds > 0 ? json(double(section.tokens) / seconds) : json(nullptr)}};
   out["notes"] = notes;
   return out;
 }
