@@ -95,6 +95,38 @@ bench_workdir() {
   for sub in "${@:3}"; do bench_cleanup+=("$path/$sub"); done
 }
 
+# bench_corpus COPIES OUT: the enwiki excerpt's documents COPIES times over, each copy with new ids,
+# as JSON lines in OUT.
+bench_corpus() {
+  /usr/bin/python3 - "$enwiki_jsonl" "$1" "$2" <<'PY'
+import json, sys
+src, copies, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+docs = [json.loads(l) for l in open(src, encoding="utf-8")]
+with open(out, "w", encoding="utf-8") as f:
+    for c in range(copies):
+        for i, d in enumerate(docs):
+            f.write(json.dumps({"id": f"{c}-{i}", "url": "", "title": d["title"], "text": d["text"]}, ensure_ascii=False) + "\n")
+PY
+}
+
+# bench_sized_shards EXE MODEL TOKENIZER WANT FIELD OUT ARGS...: make-pretraining-shards (EXE)
+# shards with about WANT of FIELD ("instances" or "tokens") from the excerpt repeated, the copies
+# sized from a one-copy run; kept in OUT (skipped when OUT/manifest.json is there), so benchmarks
+# that ask for the same shards share them. Works in $bench_tmp (bench_tmpdir).
+bench_sized_shards() {
+  local exe=$1 model=$2 tok=$3 want=$4 field=$5 out=$6 copies; shift 6
+  [[ -f $out/manifest.json ]] && return
+  echo "# making $model shards in $out (once; cached)" >&2
+  bench_corpus 1 "$bench_tmp/one.jsonl"
+  "$exe" --model "$model" -i "$bench_tmp/one.jsonl" --tokenizer "$tok" -o "$bench_tmp/one" --quiet "$@" >"$bench_tmp/one.json"
+  copies=$(/usr/bin/python3 -c "import json, math, sys; print(math.ceil($want / json.load(open(sys.argv[1]))['$field']))" "$bench_tmp/one.json")
+  bench_corpus "$copies" "$bench_tmp/corpus.jsonl"
+  rm -rf "$out" "$bench_tmp/one"
+  "$exe" --model "$model" -i "$bench_tmp/corpus.jsonl" --tokenizer "$tok" -o "$out.tmp" --quiet "$@" >"$bench_tmp/stats.json"
+  rm -f "$bench_tmp/corpus.jsonl"
+  mv "$out.tmp" "$out"
+}
+
 # ... | bench_collect FILE TAG...: passes a benchmark's output through to stderr and appends its
 # RESULT lines to FILE as "TAG... FIELD..." (the fields after the word RESULT).
 bench_collect() {

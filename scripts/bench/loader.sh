@@ -37,48 +37,20 @@ mkdir -p "$cache"
 bench_tmpdir loader
 tmp=$bench_tmp
 
-# corpus COPIES OUT: the excerpt's documents COPIES times over, each copy with new ids.
-corpus() {
-  $py - "$wiki" "$1" "$2" <<'PY'
-import json, sys
-src, copies, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-docs = [json.loads(l) for l in open(src, encoding="utf-8")]
-with open(out, "w", encoding="utf-8") as f:
-    for c in range(copies):
-        for i, d in enumerate(docs):
-            f.write(json.dumps({"id": f"{c}-{i}", "url": "", "title": d["title"], "text": d["text"]}, ensure_ascii=False) + "\n")
-PY
-}
-# make_shards MODEL TOKENIZER WANT FIELD OUT ARGS...: shards with about WANT of FIELD ("instances"
-# or "tokens"), sized from a one-copy run; kept in OUT (skipped when OUT/manifest.json is there).
-make_shards() {
-  local model=$1 tok=$2 want=$3 field=$4 out=$5; shift 5
-  [[ -f $out/manifest.json ]] && return
-  echo "# making $model shards in $out (once; cached)" >&2
-  corpus 1 "$tmp/one.jsonl"
-  "$shards" --model "$model" -i "$tmp/one.jsonl" --tokenizer "$tok" -o "$tmp/one" --quiet "$@" >"$tmp/one.json"
-  local copies
-  copies=$($py -c "import json, math, sys; print(math.ceil($want / json.load(open(sys.argv[1]))['$field']))" "$tmp/one.json")
-  corpus "$copies" "$tmp/corpus.jsonl"
-  rm -rf "$out" "$tmp/one"
-  "$shards" --model "$model" -i "$tmp/corpus.jsonl" --tokenizer "$tok" -o "$out.tmp" --quiet "$@" >"$tmp/stats.json"
-  rm -f "$tmp/corpus.jsonl"
-  mv "$out.tmp" "$out"
-}
 bert=$cache/bert-seq128-$bert_samples
 gpt=$cache/gpt2-$gpt_tokens
 bert_shard_args=(--seq-len 128 --max-predictions 20 --dupe-factor 5 --num-shards 8)
-make_shards bert "$vocab" "$bert_samples" instances "$bert" "${bert_shard_args[@]}"
+bench_sized_shards "$shards" bert "$vocab" "$bert_samples" instances "$bert" "${bert_shard_args[@]}"
 ours_bert=$bert peer_bert=$bert
 case $bert_layout in
   plain) ;;
   binned) ours_bert=$bert-bin64
-    make_shards bert "$vocab" "$bert_samples" instances "$ours_bert" "${bert_shard_args[@]}" --bin-size 64 ;;
+    bench_sized_shards "$shards" bert "$vocab" "$bert_samples" instances "$ours_bert" "${bert_shard_args[@]}" --bin-size 64 ;;
   packed) ours_bert=$bert-pack3 peer_bert=$ours_bert
-    make_shards bert "$vocab" "$bert_samples" instances "$ours_bert" "${bert_shard_args[@]}" --pack --max-pack 3 ;;
+    bench_sized_shards "$shards" bert "$vocab" "$bert_samples" instances "$ours_bert" "${bert_shard_args[@]}" --pack --max-pack 3 ;;
   *) echo "loader.sh: --bert-layout is plain, binned or packed, not $bert_layout" >&2; exit 2 ;;
 esac
-make_shards gpt "$encoder" "$gpt_tokens" tokens "$gpt"
+bench_sized_shards "$shards" gpt "$encoder" "$gpt_tokens" tokens "$gpt"
 gpt_prefix=$(ls "$gpt"/*.idx | head -1); gpt_prefix=${gpt_prefix%.idx}
 bench_build "$build" bench_loader
 
