@@ -9,18 +9,21 @@
 #       known rates), and on the real pages as they are: recall and precision of the pairs each tool
 #       puts in one cluster against the true Jaccard similarity, computed exactly over the same
 #       shingles; ours also with --jaccard-threshold 0.8.
-#   (b) speed, on --mb MB of documents cut from the real pages with 30% of their words substituted:
+#   (b) speed, on --mb MB of documents cut from the real pages with 30% of their words substituted
+#       (one JSON lines file for datatrove; ours reads it cut into 16 MB files, as a corpus in shards):
 #       CPU s (user + system) and peak RSS of ours at each --threads, under mpirun -np 2 (1 thread
 #       each), and of datatrove on the first --peer-mb MB of the same file (the same file when equal);
 #       the ratio is per MB. Peak RSS per million documents comes from two sizes (--mb and half).
 # --runs N repeats the speed runs and reports the median CPU s (the machine is shared).
-#   scripts/bench/dedup.sh [--mb 200] [--peer-mb 200] [--threads "1 2"] [--mpi 2 (0: none)] [--runs 1]
-#                          [--build build] [--dir DIR (keeps the corpora for a rerun)]
+#   scripts/bench/dedup.sh [--mb 200] [--peer-mb 200 (0: no peer)] [--threads "1 2"] [--mpi 2 (0: none)]
+#                          [--runs 1] [--quality 1 (0: speed only)] [--build build]
+#                          [--dir DIR (keeps the corpora for a rerun)]
 
 # shellcheck source=scripts/bench/lib.sh
 source "$(dirname "$0")/lib.sh"
-mb=200 peer_mb=200 threads="1 2" mpi=2 runs=1 build=build dir=
-bench_args --mb=mb --peer-mb=peer_mb --threads=threads --mpi=mpi --runs=runs --build=build --dir=dir -- "$@"
+mb=200 peer_mb=200 threads="1 2" mpi=2 runs=1 quality=1 build=build dir=
+bench_args --mb=mb --peer-mb=peer_mb --threads=threads --mpi=mpi --runs=runs --quality=quality --build=build \
+  --dir=dir -- "$@"
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "dedup.sh: --runs wants a whole number ≥ 1, not '$runs'" >&2; exit 2; }
 en=$enwiki_jsonl
 el=$shared_data/wikipedia/elwikivoyage-sample-pages-articles.wikiextractor.jsonl.bz2
@@ -45,9 +48,9 @@ measure() {
   rss=$((rss_kb / 1024))
 }
 
-echo "== (a) quality: recall and precision at Jaccard >= 0.8 (pairs in one cluster)"
-printf '| corpus | tool | true pairs | pairs in clusters | recall | precision | removed |\n|---|---|---:|---:|---:|---:|---:|\n'
-for corpus in planted real; do
+((quality)) && echo "== (a) quality: recall and precision at Jaccard >= 0.8 (pairs in one cluster)" &&
+  printf '| corpus | tool | true pairs | pairs in clusters | recall | precision | removed |\n|---|---|---:|---:|---:|---:|---:|\n'
+((quality)) && for corpus in planted real; do
   file=$dir/$corpus.jsonl
   [[ -f $file ]] || "${peer[@]}" corpus "$en" "$el" --out "$file" $([[ $corpus == planted ]] && echo --planted) >/dev/null
   results=()
@@ -78,11 +81,20 @@ echo
 echo "== (b) speed: CPU s of the whole pipeline (user + system), peak RSS"
 speed=$dir/speed-$mb.jsonl
 [[ -f $speed ]] || "${peer[@]}" corpus "$en" "$el" --mb "$mb" --out "$speed" >/dev/null
-half=$dir/speed-$((mb / 2)).jsonl
-[[ -f $half ]] || head -c $((mb * 500000)) "$speed" | sed '$d' >"$half"
+# Ours reads it as files of 16 MB (a directory of JSON lines files, as a corpus in shards would be):
+# each file is the unit a thread or rank signs and writes. The first half of the files measure
+# memory at half the documents.
+pieces=$dir/speed-$mb.d half=$dir/speed-$mb.half
+if [[ ! -d $pieces ]]; then
+  mkdir -p "$pieces.tmp" "$half"
+  split -C 16000000 -d -a 4 --additional-suffix=.jsonl "$speed" "$pieces.tmp/part-"
+  mv "$pieces.tmp" "$pieces"
+  files=("$pieces"/*.jsonl)
+  ln "${files[@]:0:$((${#files[@]} / 2))}" "$half/"
+fi
 speed_bytes=$(stat -c %s "$speed")
 docs=$(wc -l <"$speed")
-half_docs=$(wc -l <"$half")
+half_docs=$(cat "$half"/*.jsonl | wc -l)
 printf '| case | MB | documents | CPU s | wall s | peak RSS MB | MB per CPU-s |\n|---|---:|---:|---:|---:|---:|---:|\n'
 median() { tr ' ' '\n' | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 declare -A ours_cpu
@@ -94,9 +106,9 @@ for c in "${cases[@]}"; do
   for ((r = 0; r < runs; r++)); do
     rm -rf "$dir/out"
     if [[ $c == mpirun-* ]]; then
-      measure "$c" mpirun --oversubscribe -np "$mpi" "$exe" -q -i "$speed" -o "$dir/out" --threads 1
+      measure "$c" mpirun --oversubscribe -np "$mpi" "$exe" -q -i "$pieces" -o "$dir/out" --threads 1
     else
-      measure "$c" "$exe" -q -i "$speed" -o "$dir/out" --threads "${c#threads-}"
+      measure "$c" "$exe" -q -i "$pieces" -o "$dir/out" --threads "${c#threads-}"
     fi
     cpus+=("$cpu")
   done
@@ -109,7 +121,7 @@ rm -rf "$dir/out"
 measure half "$exe" -q -i "$half" -o "$dir/out" --threads 1
 half_rss=$rss
 rm -rf "$dir/out"
-measure full "$exe" -q -i "$speed" -o "$dir/out" --threads 1
+measure full "$exe" -q -i "$pieces" -o "$dir/out" --threads 1
 awk -v r1="$half_rss" -v r2="$rss" -v d1="$half_docs" -v d2="$docs" \
   'BEGIN { printf "peak RSS: %d MB at %d documents, %d MB at %d: %.0f MB per million documents beyond a fixed %.0f MB\n", r1, d1, r2, d2, (r2 - r1) / (d2 - d1) * 1e6, r1 - (r2 - r1) / (d2 - d1) * d1 }'
 if ((peer_mb > 0)); then
