@@ -153,6 +153,12 @@ def main():
         check(shard in r.stderr and "xxh3" in r.stderr, f"damaged shard: {r.stderr}")
         r = stats(os.path.join(tmp, "wordpiece"), rc=1)
         check("manifest.json" in r.stderr, f"a directory without a manifest: {r.stderr}")
+        # Shard files without their manifest: counted, without the tokenizer's figures; two kinds at once: exit 2.
+        other = os.path.join(packed, cu.read_manifest(packed)["shards"][0]["file"])
+        loose = stats(other)
+        check(loose["layout"] == "packed" and loose["tokenizer"] is None, f"a loose packed shard: {loose.get('layout')}")
+        r = cu.run_expecting(TOOL, "-q", "stats", other, os.path.join(gpt, gm["shards"][0]["file"]), rc=2)
+        check("one kind at a time" in r.stderr, f"two kinds: {r.stderr}")
     cu.finish(failures)
 
 
