@@ -229,7 +229,7 @@ static StatsInput stats_input(const std::vector<std::string>& given) {
 }
 
 int shard_tool_main(int argc, char** argv, const StatsTextTools& text_tools) {
-  CLI::App app{"Inspect, verify and convert pretraining shards (BERT HDF5, Megatron .bin/.idx, llm.c .bin, "
+  CLI::App app{"Inspect, verify, convert and count pretraining shards (BERT HDF5, Megatron .bin/.idx, llm.c .bin, "
                "document .jsonl.zst)",
                "shard-tool"};
   ToolOptions options(app);
