@@ -90,8 +90,8 @@ class Nccl final : public DeviceCommunicator {
     ncclUniqueId id{};
     if (comm.rank() == 0) check(ncclGetUniqueId(&id), "get unique id");
     comm.broadcast(&id, sizeof id, 0);
-    {
-      const CommWatchdog::Call watched(comm_watchdog(), "NCCL init", comm.description().c_str());  // waits for every rank
+    {  // it waits for every rank
+      const CommWatchdog::Call watched(comm_watchdog(), "NCCL init", comm.description().c_str());
       check(ncclCommInitRank(&comm_, comm.size(), id, comm.rank()), "init rank");
     }
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream create");

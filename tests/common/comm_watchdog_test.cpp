@@ -17,6 +17,7 @@ namespace {
 
 constexpr int64_t kSecond = 1'000'000'000;
 const char* const kData = "the data group (world ranks 0, 1)";
+const char* const kTensor = "the tensor group (world ranks 0-3)";
 
 // A watchdog on a clock the test moves, that records what it says instead of ending the process.
 struct Fixture {
@@ -157,13 +158,13 @@ TEST(CommWatchdog, DeviceWorkThatNeverCompletesExpires) {
   Fixture f;
   FakeProbe probe;
   f.watchdog.add_probe(&probe);
-  probe.pending = CommWatchdog::Pending{f.now.load(), "NCCL all-reduce on cuda:0", "the tensor group (world ranks 0-3)"};
+  probe.pending = CommWatchdog::Pending{f.now.load(), "NCCL all-reduce on cuda:0", kTensor};
   f.wait(4);
   EXPECT_FALSE(f.watchdog.check());
   probe.pending.reset();  // it completed
   f.wait(10);
   EXPECT_FALSE(f.watchdog.check());
-  probe.pending = CommWatchdog::Pending{f.now.load(), "NCCL all-reduce on cuda:0", "the tensor group (world ranks 0-3)"};
+  probe.pending = CommWatchdog::Pending{f.now.load(), "NCCL all-reduce on cuda:0", kTensor};
   f.wait(5);
   EXPECT_TRUE(f.watchdog.check());
   ASSERT_EQ(f.said.size(), 1u);
@@ -206,7 +207,8 @@ TEST(CommWatchdogDeathTest, TheProcessWatchdogEndsTheProcess) {
         const CommWatchdog::Call call(comm_watchdog(), "barrier", "the world (rank 0)");
         std::this_thread::sleep_for(std::chrono::seconds(10));
       },
-      ::testing::ExitedWithCode(1), "error: rank 0 of 1 \\(host here\\): barrier over the world \\(rank 0\\) has waited");
+      ::testing::ExitedWithCode(1),
+      "error: rank 0 of 1 \\(host here\\): barrier over the world \\(rank 0\\) has waited");
 }
 
 TEST(CommWatchdog, TheOptionTakesSecondsAndRefusesNegativeOnes) {

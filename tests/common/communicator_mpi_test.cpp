@@ -111,7 +111,8 @@ TEST(Communicator, AGroupIsDescribedByNameAndWorldRanks) {
   const int r = world.rank();
   const auto odd_even = world.split(r % 2, -r, "parity");
   const int a = r % 2, b = r % 2 + 2;  // its members; key -r puts the larger first
-  EXPECT_EQ(odd_even->description(), "the parity group (world ranks " + std::to_string(b) + ", " + std::to_string(a) + ")");
+  EXPECT_EQ(odd_even->description(),
+            "the parity group (world ranks " + std::to_string(b) + ", " + std::to_string(a) + ")");
   EXPECT_EQ(odd_even->world_rank_of(0), b);
   EXPECT_EQ(odd_even->world_rank_of(1), a);
   EXPECT_EQ(odd_even->world_rank_of(2), -1);
