@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <numeric>
 #include <span>
 
@@ -49,7 +50,7 @@ class SplitCorpus final : public DocumentCorpus {
   void release_pages() const { store_.release_pages(); }
   uint64_t tokens() const {
     uint64_t n = 0;
-    for (uint32_t d : docs_) n += store_.document_tokens(d).size();
+    for (uint32_t d : docs_) n += store_.document_size(d);
     return n;
   }
 
@@ -75,31 +76,45 @@ size_t max_open_buckets() {
 // left them whole (spill.json, written last, holds the key and each bucket's record count).
 // Under mpirun each of the N ranks writes its piece of every bucket (bucket-B.R.bin): the bucket
 // is the pieces in rank order, and spill.json says how many pieces there are, so a resumed run
-// reads them at any N.
+// reads them at any N. A bucket freed once its shards were written has no pieces left.
 class SpillBuckets {
  public:
-  SpillBuckets(std::string dir, size_t count, const nlohmann::json& key)
-      : dir_(std::move(dir)), meta_(path_join(dir_, "spill.json")), key_(key), counts_(count, 0) {}
+  SpillBuckets(std::string dir, const nlohmann::json& key)
+      : dir_(std::move(dir)), meta_(path_join(dir_, "spill.json")), key_(key) {}
   size_t count() const { return counts_.size(); }
-  int pieces() const { return pieces_; }
-  void set_pieces(int n) { pieces_ = n; }
+  void start(size_t count, int pieces) {
+    counts_.assign(count, 0);
+    pieces_ = pieces;
+  }
   std::string path(size_t b) const { return path_join(dir_, cat("bucket-", b, ".bin")); }
   std::string piece_path(size_t b, int piece) const {
     return pieces_ == 1 ? path(b) : path_join(dir_, cat("bucket-", b, ".", piece, ".bin"));
+  }
+  bool present(size_t b) const {
+    for (int p = 0; p < pieces_; ++p)
+      if (!file_exists(piece_path(b, p))) return false;
+    return true;
   }
   std::string read(size_t b) const {
     std::string data;
     for (int p = 0; p < pieces_; ++p) data += read_file(piece_path(b, p));
     return data;
   }
+  void free(size_t b) const {
+    for (int p = 0; p < pieces_; ++p) std::remove(piece_path(b, p).c_str());
+  }
   std::vector<uint64_t>& counts() { return counts_; }
+  const std::vector<uint64_t>& counts() const { return counts_; }
 
-  bool load_complete() {
+  // spill.json of this key, with a bucket count that `bins` divides.
+  bool load_complete(size_t bins) {
     if (!file_exists(meta_)) return false;
     try {
       auto meta = nlohmann::json::parse(read_file(meta_));
-      if (meta.at("key") == key_ && json_integer_or<int>(meta, "format", 1) == kSpillFormat && meta.at("counts").size() == count()) {
-        counts_ = json_integers<uint64_t>(meta.at("counts"));
+      if (meta.at("key") == key_ && json_integer_or<int>(meta, "format", 1) == kSpillFormat) {
+        std::vector<uint64_t> counts = json_integers<uint64_t>(meta.at("counts"));
+        if (counts.empty() || counts.size() % bins != 0) return false;
+        counts_ = std::move(counts);
         pieces_ = json_integer_or<int>(meta, "pieces", 1);
         return true;
       }
@@ -111,6 +126,26 @@ class SpillBuckets {
     nlohmann::json meta = {{"key", key_}, {"format", kSpillFormat}, {"counts", counts_}};
     if (pieces_ > 1) meta["pieces"] = pieces_;  // absent in one process: its spill.json stays as it was
     write_file_atomic(meta_, meta.dump() + "\n");
+  }
+  // --pack: each bucket's rows, once counted (a resumed run whose buckets were freed needs them).
+  std::optional<std::vector<int64_t>> load_rows() const {
+    const std::string path = path_join(dir_, "rows.json");
+    if (!file_exists(path)) return std::nullopt;
+    try {
+      auto j = nlohmann::json::parse(read_file(path));
+      if (j.at("key") == key_ && j.at("rows").size() == count()) return json_integers<int64_t>(j.at("rows"));
+    } catch (const std::exception&) {
+    }
+    return std::nullopt;
+  }
+  void save_rows(const std::vector<int64_t>& rows) const {
+    write_file_atomic(path_join(dir_, "rows.json"), nlohmann::json{{"key", key_}, {"rows", rows}}.dump() + "\n");
+  }
+  // A bucket a shard to be written needs, and it is gone.
+  [[noreturn]] void gone(size_t b) const {
+    throw Error(Where{path(b)}, "this spill bucket was freed once the shards it fed were written, but one of them is "
+                                "to be written again (not listed, or it no longer verifies): run again without "
+                                "--resume (--keep-work keeps the buckets)");
   }
 
  private:
@@ -132,7 +167,6 @@ void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, co
     make_dirs(o.spill_dir);
   }
   ranks.barrier();
-  buckets.set_pieces(ranks.size());
   const size_t n_buckets = buckets.count(), per_bin = n_buckets / size_t(bins.count());
   std::vector<uint64_t>& counts = buckets.counts();
   std::vector<std::FILE*> files(n_buckets);
@@ -219,6 +253,7 @@ struct ShuffledBucket {
   std::vector<size_t> offsets;
 
   void load(const BertCounterOptions& o, const SpillBuckets& buckets, size_t b, uint64_t count, bool valid) {
+    if (!buckets.present(b)) buckets.gone(b);
     path = buckets.path(b);
     data = buckets.read(b);
     offsets.clear();
@@ -255,8 +290,11 @@ Packs pack_bucket(const BertCounterOptions& o, const ShuffledBucket& bucket, siz
 // length bins: each bin's buckets into that bin's shards). With --pack each bucket's records are
 // packed and the packs dealt in their seeded order, one row each; the shards' sizes need the
 // rows, so a first pass packs every bucket to count them (packing costs little beside the
-// shards' deflate). Under mpirun each rank deals the records (rows) of its own shards only,
-// loading just the buckets they come from, and the ranks share the first pass's packing.
+// shards' deflate; the counts are kept in rows.json). Under mpirun each rank deals the records
+// (rows) of its own shards only, loading just the buckets they come from, and the ranks share the
+// first pass's packing. A bucket whose rows all go to shards kept from an earlier run, whose
+// counts that run recorded, is not loaded at all; with free_buckets a bucket whose rows lie in
+// this rank's shards is deleted once they are committed, and rank 0 deletes the rest at the end.
 void write_shuffled(const BertCounterOptions& o, const BertMaskVocab& vocab, const Communicator& ranks,
                     SpillBuckets& buckets, const SplitOutput& output, MakeShardsStats& stats) {
   const StageClock write_clock;
@@ -269,11 +307,24 @@ void write_shuffled(const BertCounterOptions& o, const BertMaskVocab& vocab, con
   ShuffledBucket bucket;
   std::vector<uint32_t> order;
   std::vector<int64_t> bucket_rows(buckets.count(), 0);  // packed: each bucket's rows
-  for (size_t b = size_t(ranks.rank()); packed && b < buckets.count(); b += size_t(ranks.size())) {
-    bucket.load(o, buckets, b, counts[b], output.valid);
-    bucket_rows[b] = int64_t(pack_bucket(o, bucket, b, output.valid, order).size());
+  if (packed) {
+    uint8_t known = 0;
+    if (ranks.rank() == 0) {
+      const auto rows = buckets.load_rows();
+      if (rows) bucket_rows = *rows, known = 1;
+    }
+    ranks.broadcast(&known, 1, 0);
+    if (!known) {
+      for (size_t b = size_t(ranks.rank()); b < buckets.count(); b += size_t(ranks.size())) {
+        bucket.load(o, buckets, b, counts[b], output.valid);
+        bucket_rows[b] = int64_t(pack_bucket(o, bucket, b, output.valid, order).size());
+      }
+      ranks.all_reduce_sum(bucket_rows.data(), int64_t(bucket_rows.size()));
+      if (ranks.rank() == 0) buckets.save_rows(bucket_rows);
+    } else {
+      ranks.broadcast(bucket_rows.data(), bucket_rows.size() * sizeof(int64_t), 0);
+    }
   }
-  if (packed) ranks.all_reduce_sum(bucket_rows.data(), int64_t(bucket_rows.size()));
   const uint64_t packed_rows = uint64_t(std::accumulate(bucket_rows.begin(), bucket_rows.end(), int64_t{0}));
   (output.valid ? stats.valid_packed_rows : stats.packed_rows) += packed_rows;
   const BertShardFillerOptions filler_options{.seq_len = o.instances.seq_len,
@@ -291,32 +342,51 @@ void write_shuffled(const BertCounterOptions& o, const BertMaskVocab& vocab, con
     writer.begin_bin(bin, packed ? packed_rows
                                  : std::accumulate(counts.begin() + long(first), counts.begin() + long(last), uint64_t{0}));
     const auto [mine, end_mine] = writer.owned_records();
+    std::vector<std::pair<size_t, uint64_t>> freeable;  // buckets of this rank's shards alone, and their end row
+    auto free_written = [&](uint64_t done) {
+      while (!freeable.empty() && freeable.front().second <= done) {
+        buckets.free(freeable.front().first);
+        freeable.erase(freeable.begin());
+      }
+    };
     uint64_t at_row = 0;  // the bin's records (rows) dealt before bucket b
     for (size_t b = first; b < last; ++b) {
       const uint64_t rows = packed ? uint64_t(bucket_rows[b]) : counts[b];
       const uint64_t from = std::max(at_row, mine), to = std::min(at_row + rows, end_mine);
+      if (o.free_buckets && at_row >= mine && at_row + rows <= end_mine) freeable.emplace_back(b, at_row + rows);
       at_row += rows;
-      if (from >= to) continue;  // another rank's
-      bucket.load(o, buckets, b, counts[b], output.valid);
-      const size_t skip = size_t(from - (at_row - rows)), take = size_t(to - from);
-      if (!packed) {
-        for (size_t i = skip; i < skip + take; ++i) writer.add(bucket.record(bucket.offsets[i]));
-      } else {
-        const Packs packs = pack_bucket(o, bucket, b, output.valid, order);
-        for (size_t i = skip; i < skip + take; ++i) {
-          pack.clear();
-          for (uint32_t k : packs[order[i]]) pack.push_back(bucket.record(bucket.offsets[k]));
-          writer.add_pack(pack);
+      if (from < to) {
+        const size_t skip = size_t(from - (at_row - rows)), take = size_t(to - from);
+        if (!writer.wants(take)) {
+          writer.skip(take);  // every row in shards kept, with their counts
+        } else {
+          bucket.load(o, buckets, b, counts[b], output.valid);
+          if (!packed) {
+            for (size_t i = skip; i < skip + take; ++i) writer.add(bucket.record(bucket.offsets[i]));
+          } else {
+            const Packs packs = pack_bucket(o, bucket, b, output.valid, order);
+            for (size_t i = skip; i < skip + take; ++i) {
+              pack.clear();
+              for (uint32_t k : packs[order[i]]) pack.push_back(bucket.record(bucket.offsets[k]));
+              writer.add_pack(pack);
+            }
+          }
         }
+        progress.add(take);
       }
-      progress.add(bucket.offsets.size());
+      free_written(writer.rows_done());
     }
     writer.end_bin();
+    free_written(~uint64_t{0});
   }
   progress.finish();
   sum_record_counts(stats, before, ranks);
   write_clock.add_to(stats.write_seconds, stats.write_cpu_seconds);
   writer.finish(stats.to_json(o.instances.seq_len));
+  // Every shard is committed (finish is a collective under mpirun): the buckets of shards of two
+  // ranks, and empty ones, go too. spill.json and rows.json stay, for a resumed run's counts.
+  if (o.free_buckets && ranks.rank() == 0)
+    for (size_t b = 0; b < buckets.count(); ++b) buckets.free(b);
 }
 
 }  // namespace
@@ -327,31 +397,52 @@ void BertCounterOptions::check() const {
   if (spill_dir.empty()) throw UsageError("no spill directory for the BERT instances");
 }
 
-void write_bert_counter_split(const BertCounterOptions& o, const BertMaskVocab& vocab, const TokenStore& store,
-                              const std::vector<uint32_t>& documents, const SplitOutput& output,
-                              MakeShardsStats& stats) {
+void spill_bert_counter_split(const BertCounterOptions& o, const BertMaskVocab& vocab, const TokenStore* store,
+                              const std::vector<uint32_t>& documents, const SplitOutput& output, MakeShardsStats& stats) {
   o.check();
   output.check();
-  const SplitCorpus corpus(store, documents, o.store_resident_budget);
+  const StageClock spill_clock;
+  const Communicator& ranks = output.ranks ? *output.ranks : Communicator::self();
+  const size_t n_bins = size_t(length_bins(o).count());
+  SpillBuckets buckets(o.spill_dir, output.manifest.extra.value("key", nlohmann::json()));
+  // Rank 0 decides whether the buckets are whole (the others read spill.json only then: rank 0
+  // removes it when they are not).
+  uint8_t whole = ranks.rank() == 0 && buckets.load_complete(n_bins);
+  ranks.broadcast(&whole, 1, 0);
+  if (whole && ranks.rank() != 0 && !buckets.load_complete(n_bins))
+    throw Error(Where{o.spill_dir}, "spill.json changed under this run");
+  if (whole) return;
+  if (!store)
+    throw Error(Where{o.spill_dir}, "the token store was freed once every instance was made, but these spill buckets "
+                                    "are not whole: run again without --resume");
+  const SplitCorpus corpus(*store, documents, o.store_resident_budget);
   // Buckets: enough that one fits the memory budget (≈ 6 bytes per token and pass with int32 ids,
   // about half with narrow ones: bert_spill_record.h; sized for the wider), at least one
   // per shard, and no more than the open-file limit allows; as many for each length bin.
   const double est_bytes = double(corpus.tokens()) * o.dupe_factor * 6.5;
-  const size_t n_bins = size_t(length_bins(o).count());
   size_t per_bin = std::max<size_t>(size_t(output.num_shards), size_t(std::ceil(est_bytes / double(o.bucket_bytes))));
   per_bin = std::max<size_t>(1, std::min(per_bin, max_open_buckets() / n_bins));
-  SpillBuckets buckets(o.spill_dir, n_bins * per_bin, output.manifest.extra.value("key", nlohmann::json()));
-
-  const StageClock spill_clock;
-  const Communicator& ranks = output.ranks ? *output.ranks : Communicator::self();
-  // Rank 0 decides whether the buckets are whole (the others read spill.json only then: rank 0
-  // removes it when they are not).
-  uint8_t whole = ranks.rank() == 0 && buckets.load_complete();
-  ranks.broadcast(&whole, 1, 0);
-  if (whole && ranks.rank() != 0 && !buckets.load_complete()) throw Error(Where{o.spill_dir}, "spill.json changed under this run");
-  if (!whole) spill_instances(o, vocab, corpus, output.valid, ranks, buckets);
+  buckets.start(n_bins * per_bin, ranks.size());
+  spill_instances(o, vocab, corpus, output.valid, ranks, buckets);
   spill_clock.add_to(stats.instances_seconds, stats.instances_cpu_seconds);
+}
+
+void write_bert_counter_shards(const BertCounterOptions& o, const BertMaskVocab& vocab, const SplitOutput& output,
+                               MakeShardsStats& stats) {
+  o.check();
+  output.check();
+  const Communicator& ranks = output.ranks ? *output.ranks : Communicator::self();
+  SpillBuckets buckets(o.spill_dir, output.manifest.extra.value("key", nlohmann::json()));
+  if (!buckets.load_complete(size_t(length_bins(o).count())))
+    throw Error(Where{o.spill_dir}, "internal: the spill buckets are not whole");
   write_shuffled(o, vocab, ranks, buckets, output, stats);
+}
+
+void write_bert_counter_split(const BertCounterOptions& o, const BertMaskVocab& vocab, const TokenStore& store,
+                              const std::vector<uint32_t>& documents, const SplitOutput& output,
+                              MakeShardsStats& stats) {
+  spill_bert_counter_split(o, vocab, &store, documents, output, stats);
+  write_bert_counter_shards(o, vocab, output, stats);
 }
 
 }  // namespace pretrain

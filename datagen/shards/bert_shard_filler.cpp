@@ -1,8 +1,10 @@
 #include "datagen/shards/bert_shard_filler.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "common/manifest.h"
 #include "datagen/shards/length_bins.h"
 
@@ -43,13 +45,56 @@ BertShardFiller::BertShardFiller(ShardSeries& series, const BertShardFillerOptio
       options_(options),
       stats_(stats),
       batch_(kBatchRows, options.seq_len, options.max_predictions, options.max_pack),
-      shard_(series.first_owned()) {}
+      shard_(series.first_owned()),
+      rows_before_(series.count() + 1, 0),
+      known_(series.count()) {
+  for (size_t s = 0; s < series.count(); ++s) rows_before_[s + 1] = rows_before_[s] + series.size(s);
+  if (options_.counts_dir.empty()) return;
+  for (size_t s = series.first_owned(); s < series.end_owned(); ++s) {
+    const ShardEntry* kept = series.kept_entry(s);
+    if (!kept || !file_exists(counts_path(s))) continue;
+    try {  // the counts of exactly the kept bytes, or none
+      const nlohmann::json j = nlohmann::json::parse(read_file(counts_path(s)));
+      if (j.at("xxh3") == kept->xxh3) known_[s] = record_counts_from_json(j.at("counts"));
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+std::string BertShardFiller::counts_path(size_t shard) const {
+  return path_join(options_.counts_dir, series_.name(shard) + ".counts.json");
+}
 
 bool BertShardFiller::next_row_written() {
   while (shard_ < series_.count() && in_shard_ == series_.size(shard_)) next_shard();
   if (shard_ >= series_.count()) throw Error("internal: more rows than the shard sizes hold");
   ++in_shard_;
   return !series_.kept(shard_);
+}
+
+bool BertShardFiller::wants(uint64_t rows) const {
+  size_t s = shard_;
+  uint64_t in = in_shard_;
+  while (rows > 0 && s < series_.count()) {
+    if (in == series_.size(s)) {
+      ++s, in = 0;
+      continue;
+    }
+    if (!series_.kept(s) || !known_[s]) return true;
+    const uint64_t take = std::min(rows, series_.size(s) - in);
+    rows -= take, in += take;
+  }
+  if (rows > 0) throw Error("internal: more rows than the shard sizes hold");
+  return false;
+}
+
+void BertShardFiller::skip(uint64_t rows) {
+  if (wants(rows)) throw Error("internal: rows skipped that a shard needs");
+  while (rows > 0) {
+    while (in_shard_ == series_.size(shard_)) next_shard();
+    const uint64_t take = std::min(rows, series_.size(shard_) - in_shard_);
+    rows -= take, in_shard_ += take;
+  }
 }
 
 void BertShardFiller::add(const SpillRecord& record) {
@@ -73,7 +118,7 @@ void BertShardFiller::finish() {
 }
 
 void BertShardFiller::count(const SpillRecord& r) {
-  MakeShardsStats& s = stats_;
+  MakeShardsStats& s = shard_counts_;
   s.instance_tokens += r.tokens.size();
   s.predictions += r.labels.size();
   for (size_t k = 0; k < r.labels.size(); ++k) {
@@ -113,11 +158,21 @@ void BertShardFiller::flush() {
 }
 
 void BertShardFiller::next_shard() {
+  const MakeShardsStats counts = std::exchange(shard_counts_, MakeShardsStats{});
   if (!series_.kept(shard_)) {
     flush();
     writer().commit();
     writer_.reset();
-    series_.committed(shard_, in_shard_);
+    add_record_counts(stats_, counts);
+    // Listed first, then its counts: a shard listed without them is counted from its records
+    // again, and its spill buckets are freed only once both are on disk.
+    const std::string xxh3 = series_.committed(shard_, in_shard_).xxh3;
+    if (!options_.counts_dir.empty()) {
+      make_dirs(options_.counts_dir);
+      write_file_atomic(counts_path(shard_), nlohmann::json{{"xxh3", xxh3}, {"counts", record_counts_json(counts)}}.dump() + "\n");
+    }
+  } else {
+    add_record_counts(stats_, known_[shard_].value_or(counts));
   }
   ++shard_;
   in_shard_ = 0;

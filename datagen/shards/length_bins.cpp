@@ -63,7 +63,9 @@ void BertSplitWriter::begin_bin(int bin, uint64_t records) {
   records_ = records;
   if (!bins_.binned()) {
     series_.emplace(split_, bert_shard_format(filler_options_), equal_sizes(records, split_.num_shards));
-    filler_.emplace(*series_, filler_options_, stats_);
+    BertShardFillerOptions options = filler_options_;
+    options.counts_dir = split_.commits_dir;
+    filler_.emplace(*series_, options, stats_);
     return;
   }
   if (records == 0) return;  // an empty bin has no directory; bin_records counts it
@@ -76,6 +78,7 @@ void BertSplitWriter::begin_bin(int bin, uint64_t records) {
   BertShardFillerOptions options = filler_options_;
   options.seq_len = bins_.max_length(bin);
   options.histogram_seq_len = bins_.seq_len;  // one histogram over every bin
+  options.counts_dir = out.commits_dir;
   series_.emplace(out, bert_shard_format(options), equal_sizes(records, out.num_shards));
   filler_.emplace(*series_, options, stats_);
 }
@@ -89,6 +92,18 @@ void BertSplitWriter::add_pack(std::span<const SpillRecord> pack) {
   if (!filler_) throw Error("internal: a packed row before the split was begun");
   filler_->add_pack(pack);
 }
+
+bool BertSplitWriter::wants(uint64_t rows) const {
+  if (!filler_) throw Error(cat("internal: rows for bin ", bin_, ", which was begun with no records"));
+  return filler_->wants(rows);
+}
+
+void BertSplitWriter::skip(uint64_t rows) {
+  if (!filler_) throw Error(cat("internal: rows for bin ", bin_, ", which was begun with no records"));
+  filler_->skip(rows);
+}
+
+uint64_t BertSplitWriter::rows_done() const { return filler_ ? filler_->rows_done() : 0; }
 
 void BertSplitWriter::end_bin() {
   if (!filler_) return;

@@ -62,6 +62,11 @@ class BertSplitWriter {
   std::pair<uint64_t, uint64_t> owned_records() const;
   void add(const SpillRecord& record);
   void add_pack(std::span<const SpillRecord> pack);  // packed shards (filler max_pack > 0): one row
+  // BertShardFiller's, for the bin begun: whether the next rows' records are needed, passing them
+  // without, and the rows of the bin's shards committed or kept so far.
+  bool wants(uint64_t rows) const;
+  void skip(uint64_t rows);
+  uint64_t rows_done() const;
   void end_bin();
   // The split's manifest, complete, with the run's statistics.
   void finish(const nlohmann::json& stats);

@@ -70,12 +70,16 @@ int main(int argc, char** argv) {
   app.add_flag("--python-compat", o.tokenizer_options.python_compat,
                "WordPiece: tokenize as Google's Python tokenizer where it differs from HF's fast one");
   app.add_flag("--resume", o.resume, "continue an interrupted run in the output directory (same inputs and options)");
-  app.add_flag("--keep-work", o.keep_work, "keep <output>/.work (token store, spill buckets)");
+  app.add_flag("--keep-work", o.keep_work,
+               "keep <output>/.work (token store, spill and GPT buckets) whole; by default each work file is freed "
+               "once the stages after it are done, so the disk holds about the output at its peak");
   double comm_timeout = kCommTimeoutDatagen;
   add_comm_timeout_option(app, comm_timeout);
   app.add_option("--stop-after-shards", o.stop_after_shards)->group("");  // tests: stop as a kill would
   app.add_option("--checkpoint-bytes", o.checkpoint_bytes)->group("");    // tests: tokenize checkpoints this often
   app.add_option("--store-budget-bytes", o.store_resident_budget)->group("");  // tests: the store's RSS budget
+  app.add_option("--piece-bytes", o.piece_bytes)->group("");            // tests: the input's pieces
+  app.add_option("--move-chunk-bytes", o.move_chunk_bytes)->group("");  // tests: chunks moved between work files
   for (int i = 1; i < argc; ++i) o.args.emplace_back(argv[i]);
   return run_tool(app, argc, argv, [&] {
     o.model = parse_model_kind(model, "--model");

@@ -3,9 +3,9 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <iterator>
 
 #include "common/communicator.h"
+#include "common/json_integer.h"
 
 namespace pretrain {
 
@@ -74,15 +74,54 @@ void StageClock::add_to(double& wall, double& cpu) const {
   cpu += process_cpu_seconds() - cpu_;
 }
 
+namespace {
+
+// The record counts, field by field (their JSON names and where they are).
+template <typename Stats, typename F>
+void each_record_count(Stats& s, F&& f) {
+  f("instance_tokens", s.instance_tokens);
+  f("predictions", s.predictions);
+  f("masked_as_mask", s.masked_as_mask);
+  f("masked_kept", s.masked_kept);
+  f("masked_random", s.masked_random);
+  f("random_next", s.random_next);
+  f("forced_random_next", s.forced_random_next);
+  f("document_passes", s.document_passes);
+  f("short_document_passes", s.short_document_passes);
+  f("short_target_instances", s.short_target_instances);
+}
+
+}  // namespace
+
+nlohmann::json record_counts_json(const MakeShardsStats& s) {
+  nlohmann::json j;
+  each_record_count(s, [&](const char* name, const uint64_t& v) { j[name] = v; });
+  j["length_histogram"] = s.length_histogram;
+  return j;
+}
+
+MakeShardsStats record_counts_from_json(const nlohmann::json& j) {
+  MakeShardsStats s;
+  each_record_count(s, [&](const char* name, uint64_t& v) { v = json_integer<uint64_t>(j.at(name)); });
+  s.length_histogram = json_integers<uint64_t>(j.at("length_histogram"));
+  return s;
+}
+
+void add_record_counts(MakeShardsStats& to, const MakeShardsStats& from) {
+  std::vector<uint64_t*> mine;
+  each_record_count(to, [&](const char*, uint64_t& v) { mine.push_back(&v); });
+  size_t k = 0;
+  each_record_count(from, [&](const char*, const uint64_t& v) { *mine[k++] += v; });
+  if (to.length_histogram.size() < from.length_histogram.size()) to.length_histogram.resize(from.length_histogram.size(), 0);
+  for (size_t i = 0; i < from.length_histogram.size(); ++i) to.length_histogram[i] += from.length_histogram[i];
+}
+
 void sum_record_counts(MakeShardsStats& s, const MakeShardsStats& before, const Communicator& ranks) {
   if (!ranks.distributed()) return;
-  uint64_t* fields[] = {&s.instance_tokens, &s.predictions,     &s.masked_as_mask,    &s.masked_kept,
-                        &s.masked_random,   &s.random_next,     &s.forced_random_next, &s.document_passes,
-                        &s.short_document_passes, &s.short_target_instances};
-  const uint64_t* was[] = {&before.instance_tokens, &before.predictions,     &before.masked_as_mask,
-                           &before.masked_kept,     &before.masked_random,   &before.random_next,
-                           &before.forced_random_next, &before.document_passes, &before.short_document_passes,
-                           &before.short_target_instances};
+  std::vector<uint64_t*> fields;
+  std::vector<uint64_t> was;
+  each_record_count(s, [&](const char*, uint64_t& v) { fields.push_back(&v); });
+  each_record_count(before, [&](const char*, const uint64_t& v) { was.push_back(v); });
   // The histogram has one size wherever it was begun (by the length range): a rank that counted
   // nothing takes the others' size.
   std::vector<int64_t> sizes(static_cast<size_t>(ranks.size()));
@@ -91,13 +130,13 @@ void sum_record_counts(MakeShardsStats& s, const MakeShardsStats& before, const 
   const size_t bins = size_t(*std::max_element(sizes.begin(), sizes.end()));
   s.length_histogram.resize(bins, 0);
   std::vector<int64_t> delta;
-  for (size_t i = 0; i < std::size(fields); ++i) delta.push_back(int64_t(*fields[i] - *was[i]));
+  for (size_t i = 0; i < fields.size(); ++i) delta.push_back(int64_t(*fields[i] - was[i]));
   for (size_t i = 0; i < bins; ++i)
     delta.push_back(int64_t(s.length_histogram[i] - (i < before.length_histogram.size() ? before.length_histogram[i] : 0)));
   ranks.all_reduce_sum(delta.data(), int64_t(delta.size()));
-  for (size_t i = 0; i < std::size(fields); ++i) *fields[i] = *was[i] + uint64_t(delta[i]);
+  for (size_t i = 0; i < fields.size(); ++i) *fields[i] = was[i] + uint64_t(delta[i]);
   for (size_t i = 0; i < bins; ++i)
-    s.length_histogram[i] = (i < before.length_histogram.size() ? before.length_histogram[i] : 0) + uint64_t(delta[std::size(fields) + i]);
+    s.length_histogram[i] = (i < before.length_histogram.size() ? before.length_histogram[i] : 0) + uint64_t(delta[fields.size() + i]);
 }
 
 }  // namespace pretrain

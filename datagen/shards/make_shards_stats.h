@@ -32,6 +32,14 @@ struct MakeShardsStats {
 
 class Communicator;
 
+// The counts BERT's writer takes from the records (instance tokens, predictions and how they
+// were masked, NSP and short-target counts, the length histogram): what one shard adds, as
+// JSON (a shard's record of them, so that a resumed run whose spill bucket is gone still counts a
+// kept shard), and adding one set to another.
+nlohmann::json record_counts_json(const MakeShardsStats& counts);
+MakeShardsStats record_counts_from_json(const nlohmann::json& j);  // throws on a malformed one
+void add_record_counts(MakeShardsStats& to, const MakeShardsStats& from);
+
 // Under mpirun each rank's BERT writer counts the records of its own shards: adds to `stats` what
 // the other ranks counted since `before` (instance tokens, predictions and how they were masked,
 // NSP and short-target counts, the length histogram), so every rank holds the one-process counts.

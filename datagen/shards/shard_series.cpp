@@ -61,8 +61,8 @@ ShardSeries::ShardSeries(const SplitOutput& output, const ShardFormat& format, s
   if (lead()) {
     make_dirs(commits_dir_);
     kept.write(path_join(commits_dir_, "kept.json"));
-    for (const auto& entry : std::filesystem::directory_iterator(commits_dir_))
-      if (entry.path().filename() != "kept.json") std::filesystem::remove(entry.path());
+    for (const auto& entry : std::filesystem::directory_iterator(commits_dir_))  // the ranks' lists
+      if (entry.path().filename().string().starts_with("rank-")) std::filesystem::remove(entry.path());
     kept.write(path_join(dir_, kManifestName));
   }
   ranks_->barrier();
@@ -82,7 +82,10 @@ void ShardSeries::keep_verified() {
   // The candidates: what the manifest lists, and every rank's list of a multi-rank run (any N).
   std::vector<std::string> sources = {path_join(dir_, kManifestName)};
   if (!commits_dir_.empty() && file_exists(commits_dir_))
-    for (const auto& entry : std::filesystem::directory_iterator(commits_dir_)) sources.push_back(entry.path().string());
+    for (const auto& entry : std::filesystem::directory_iterator(commits_dir_)) {
+      const std::string name = entry.path().filename().string();
+      if (name == "kept.json" || (name.starts_with("rank-") && name.ends_with(".json"))) sources.push_back(entry.path().string());
+    }
   const nlohmann::json key = base_.extra.value("key", nlohmann::json());
   Manifest found = base_;
   std::vector<std::optional<ShardEntry>> candidates(count());
@@ -127,7 +130,8 @@ std::string ShardSeries::name(size_t shard) const {
 
 std::string ShardSeries::path(size_t shard) const { return path_join(dir_, name(shard)); }
 
-void ShardSeries::committed(size_t shard, uint64_t records, const std::map<std::string, std::string>& companions) {
+const ShardEntry& ShardSeries::committed(size_t shard, uint64_t records,
+                                        const std::map<std::string, std::string>& companions) {
   ShardEntry e = Manifest::describe(dir_, name(shard), records);
   for (const auto& [file, _] : companions) e.companions[file] = hex64(xxh3_file(path_join(dir_, file)));
   slots_[shard] = e;
@@ -143,6 +147,7 @@ void ShardSeries::committed(size_t shard, uint64_t records, const std::map<std::
   }
   if (stop_after_ > 0 && ++written_ >= stop_after_)
     throw MakeShardsInterrupted(cat("stopped after ", written_, " shard(s) as asked (--stop-after-shards)"));
+  return *slots_[shard];
 }
 
 void ShardSeries::finish(const nlohmann::json& stats) {

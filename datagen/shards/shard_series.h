@@ -65,12 +65,15 @@ class ShardSeries {
   size_t end_owned() const { return end_owned_; }
   // Not written here: kept from an earlier run, or another rank's.
   bool kept(size_t shard) const { return shard < first_owned_ || shard >= end_owned_ || slots_[shard].has_value(); }
+  // An owned shard kept from an earlier run: its entry (checksum included); null otherwise. (Asked
+  // before this run commits any: then it is the earlier run's.)
+  const ShardEntry* kept_entry(size_t shard) const { return slots_[shard] ? &*slots_[shard] : nullptr; }
   std::string name(size_t shard) const;
   std::string path(size_t shard) const;
 
   // The shard's file(s) are in place: lists it (with the checksums of its companion files, such
-  // as Megatron's .idx) and rewrites the manifest, still incomplete.
-  void committed(size_t shard, uint64_t records, const std::map<std::string, std::string>& companions = {});
+  // as Megatron's .idx) and rewrites the manifest, still incomplete. Returns its entry.
+  const ShardEntry& committed(size_t shard, uint64_t records, const std::map<std::string, std::string>& companions = {});
   // Every shard is written: the manifest, complete, with the run's statistics (a collective under
   // mpirun: rank 0 writes it).
   void finish(const nlohmann::json& stats);

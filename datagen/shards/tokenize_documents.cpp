@@ -1,11 +1,12 @@
 #include "datagen/shards/tokenize_documents.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include <tbb/parallel_pipeline.h>
 
 #include "common/cli.h"
+#include "common/comm_watchdog.h"
 #include "common/communicator.h"
 #include "common/error.h"
 #include "common/file.h"
@@ -62,8 +64,7 @@ struct Batch {
   uint64_t text_bytes = 0;  // of the documents' text, which spaces the checkpoints
   uint64_t end_bytes = 0;   // input bytes read through this batch (read here, not from the reader,
                             // which the input stage is advancing on another thread)
-  uint64_t end_documents = 0;  // input documents read through this batch, a part's or not
-  std::vector<uint64_t> blocks;  // a part's: each document's block, local to the part
+  uint64_t end_documents = 0;  // input documents read through this batch
 
   // Ends the sentence begun at `begin` in `tokens`; an empty one is dropped (the Python script
   // drops sentences without tokens).
@@ -84,83 +85,29 @@ uint64_t skip_checkpointed(const TokenStoreWriter::Checkpoint& from, TextDocumen
   return input_documents;
 }
 
-// A part's blocks.bin: how many stored documents each of its blocks gave, a block's count written
-// once the part reads past it. What a checkpoint must add to the store's own (the written
-// blocks, the open block's count so far) goes in progress.json's extra.
-class PartBlocks {
- public:
-  // New, or continuing a checkpoint's `extra` (when can_resume() says it can).
-  PartBlocks(const std::string& store_dir, const nlohmann::json& extra)
-      : written_(extra.is_null() ? 0 : json_integer<uint64_t>(extra.at("blocks"))),
-        file_(AtomicFile::resumable(path_join(store_dir, "blocks.bin"), written_ * 8)) {
-    if (!extra.is_null() && !extra.at("open").is_null()) open_ = json_integer<uint64_t>(extra.at("open"));
-  }
-  // Whether a checkpoint's extra can be continued: blocks.bin.partial still holds its blocks.
-  static bool can_resume(const std::string& store_dir, const nlohmann::json& extra) {
-    const std::string path = path_join(store_dir, "blocks.bin.partial");
-    try {
-      return extra.is_object() && file_exists(path) && file_size(path) >= json_integer<uint64_t>(extra.at("blocks")) * 8;
-    } catch (const std::exception&) {
-      return false;
-    }
-  }
-  // A document of local block `block` (blocks come in order), stored or dropped as empty.
-  void add(uint64_t block, bool stored) {
-    if (open_ && block != written_) close_block();
-    while (written_ < block) file_.write_pod(uint64_t{0}), ++written_;  // a block with no document: never, but cheap
-    open_ = open_.value_or(0) + (stored ? 1 : 0);
-  }
-  nlohmann::json checkpoint() {
-    file_.flush();
-    return {{"blocks", written_}, {"open", open_ ? nlohmann::json(*open_) : nlohmann::json()}};
-  }
-  void commit() {
-    if (open_) close_block();
-    file_.commit();
-  }
-
- private:
-  void close_block() {
-    file_.write_pod(*open_);
-    ++written_;
-    open_.reset();
-  }
-  uint64_t written_;
-  AtomicFile file_;
-  std::optional<uint64_t> open_;  // the stored documents of block written_, once it has begun
-};
-
 }  // namespace
 
 uint64_t tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, TextDocumentReader& reader,
-                        const std::string& store_dir, const nlohmann::json& key) {
+                            const std::string& store_dir, const nlohmann::json& key, Progress* shared_progress) {
   make_dirs(store_dir);
   const bool gpt = o.model == ModelKind::gpt;
   const TokenId32 eod = gpt ? end_of_document_id(tok) : -1;
   std::optional<SentenceSplitter> splitter_proto;
   if (!gpt) splitter_proto.emplace(o.lang);
   tbb::enumerable_thread_specific<std::optional<SentenceSplitter>> splitters;
-  const uint64_t parts = uint64_t(std::max(1, o.parts)), part = uint64_t(o.part);
+  const int width = token_store_width(tok.vocab_size());
   std::optional<TokenStoreWriter::Checkpoint> from;
-  if (o.resume) from = TokenStoreWriter::resume_point(store_dir, key);
-  if (from && parts > 1 && !PartBlocks::can_resume(store_dir, from->extra)) from.reset();
-  TokenStoreWriter writer = from ? TokenStoreWriter(store_dir, *from) : TokenStoreWriter(store_dir);
-  std::optional<PartBlocks> blocks;
-  if (parts > 1) blocks.emplace(store_dir, from ? from->extra : nlohmann::json());
-  uint64_t documents_read = from ? skip_checkpointed(*from, reader, store_dir) : 0;  // input documents, a part's or not
-  Progress progress("tokenize", reader.total_bytes(), Progress::Unit::bytes);
+  if (o.resume) from = TokenStoreWriter::resume_point(store_dir, key, width);
+  TokenStoreWriter writer = from ? TokenStoreWriter(store_dir, *from, width) : TokenStoreWriter(store_dir, width);
+  uint64_t documents_read = from ? skip_checkpointed(*from, reader, store_dir) : 0;
+  std::optional<Progress> own_progress;
+  if (!shared_progress) own_progress.emplace("tokenize", reader.total_bytes(), Progress::Unit::bytes);
+  Progress& progress = shared_progress ? *shared_progress : *own_progress;
+  uint64_t bytes_reported = 0;
   uint64_t text_since_checkpoint = 0;
   // A checkpoint falls between batches: a batch no larger than their spacing lets it fall there.
   const size_t max_batch_bytes = size_t(std::clamp<uint64_t>(o.checkpoint_bytes, 1, uint64_t{4} << 20));
 
-  // The next input document; a part first skips the whole files before its next block, undecoded.
-  auto next_input = [&](RawDocument& doc) {
-    if (parts > 1) {
-      const uint64_t block = documents_read / TokenizeOptions::kPartBlock, ahead = (part + parts - block % parts) % parts;
-      if (ahead) documents_read += reader.skip_files_before((block + ahead) * TokenizeOptions::kPartBlock);
-    }
-    return reader.next(doc);
-  };
   // An error in any stage lets the pipeline drain rather than cancel it (see FirstError).
   FirstError error;
   auto read_batch = [&](tbb::flow_control& fc) {
@@ -169,12 +116,8 @@ uint64_t tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, Text
     size_t bytes = 0;
     error.keep([&] {
       RawDocument doc;
-      while (!error.failed() && batch->docs.size() < max_batch_docs && bytes < max_batch_bytes && next_input(doc)) {
-        const uint64_t block = documents_read++ / TokenizeOptions::kPartBlock;
-        if (parts > 1) {
-          if (block % parts != part) continue;
-          batch->blocks.push_back(block / parts);
-        }
+      while (!error.failed() && batch->docs.size() < max_batch_docs && bytes < max_batch_bytes && reader.next(doc)) {
+        ++documents_read;
         bytes += doc.text.size();
         for (const auto& s : doc.sentences) bytes += s.size();
         batch->docs.push_back(std::move(doc));
@@ -233,15 +176,14 @@ uint64_t tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, Text
       writer.add_document(std::span<const TokenId32>(batch->tokens).subspan(begin, ends.empty() ? 0 : ends.back() - begin),
                           ends, begin);
       first_sentence = end_sentence;
-      if (blocks) blocks->add(batch->blocks[i], !ends.empty());  // add_document skips an empty one
     }
     text_since_checkpoint += batch->text_bytes;
     if (text_since_checkpoint >= o.checkpoint_bytes) {
-      writer.checkpoint(batch->end_documents, key, blocks ? blocks->checkpoint() : nlohmann::json());
+      writer.checkpoint(batch->end_documents, key);
       text_since_checkpoint = 0;
       fault_point("tokenize-checkpoint");  // tests: a rank killed with a checkpoint on disk
     }
-    progress.set(batch->end_bytes);
+    if (batch->end_bytes > bytes_reported) progress.add(batch->end_bytes - bytes_reported), bytes_reported = batch->end_bytes;
     progress.set_note(cat(writer.documents(), " documents, ", writer.tokens(), " tokens"));
   };
   auto store_batch = [&](std::shared_ptr<Batch> batch) {
@@ -253,25 +195,18 @@ uint64_t tokenize_documents(const TokenizeOptions& o, const Tokenizer& tok, Text
           tbb::make_filter<std::shared_ptr<Batch>, std::shared_ptr<Batch>>(tbb::filter_mode::parallel, tokenize_batch) &
           tbb::make_filter<std::shared_ptr<Batch>, void>(tbb::filter_mode::serial_in_order, store_batch));
   error.rethrow();
-  progress.finish();
+  if (own_progress) own_progress->finish();
   if (reader.files_skipped())
     log_info(cat(store_dir, ": ", reader.files_skipped(), " input files skipped undecoded (none of their documents wanted)"));
   writer.commit(key);
-  if (blocks) blocks->commit();  // after the store: a part is done when both are (part_done)
   return from ? from->input_documents : 0;
 }
 
 namespace {
 
-std::string part_dir_of(const std::string& store_dir, int part, int parts) {
-  return cat(store_dir, "-part-", part, "-of-", parts);
-}
+std::string pieces_dir(const std::string& store_dir) { return path_join(dir_name(store_dir), "pieces"); }
 
-bool part_done(const std::string& part_dir, const nlohmann::json& part_key) {
-  return TokenStore::complete(part_dir, part_key) && file_exists(path_join(part_dir, "blocks.bin"));
-}
-
-// Block counts as bytes and back, for all_gather_strings.
+// Counts as bytes and back, for all_gather_strings.
 std::string to_bytes(const std::vector<TokenStoreCounts>& counts) {
   return {reinterpret_cast<const char*>(counts.data()), counts.size() * sizeof(TokenStoreCounts)};
 }
@@ -281,121 +216,147 @@ std::vector<TokenStoreCounts> from_bytes(const std::string& bytes) {
   return counts;
 }
 
-}  // namespace
-
-void forget_other_parts(const std::string& store_dir, int parts, bool resume) {
+// Before tokenizing (rank 0): what earlier runs left that this one does not continue. Without
+// --resume that is everything; with it, pieces past this plan's last, and the one-store-per-rank
+// parts (store-part-R-of-N) of earlier versions.
+void clear_earlier_runs(const std::string& store_dir, size_t pieces, bool resume) {
   namespace fs = std::filesystem;
-  const std::string prefix = base_name(store_dir) + "-part-", ours = cat("-of-", parts);
-  std::set<std::string> counts;  // of the ranks that left parts
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir_name(store_dir), ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with(prefix) || (parts > 1 && name.ends_with(ours))) continue;
-    counts.insert(name.substr(name.rfind("-of-") + 4));
-    fs::remove_all(entry.path(), ec);
+  for (const auto& e : fs::directory_iterator(dir_name(store_dir), ec))
+    if (e.path().filename().string().starts_with(base_name(store_dir) + "-part-")) fs::remove_all(e.path(), ec);
+  if (!resume) {
+    fs::remove_all(pieces_dir(store_dir), ec);
+    fs::remove_all(store_dir, ec);
+    return;
   }
-  const std::string here = parts > 1 ? cat("under ", parts, " ranks") : "in one process";
-  for (const std::string& n : counts)
-    if (resume)
-      log_info(cat("--resume: ", store_dir, "-part-*-of-", n, " is an interrupted tokenizing under ", n, " ranks; ",
-                   here, " tokenizing starts over"));
-  if (resume && parts > 1 && file_exists(path_join(store_dir, "progress.json")))
-    log_info(cat("--resume: ", store_dir, " is an interrupted tokenizing in one process; ", here,
-                 " tokenizing starts over"));
-}
-
-std::vector<TokenStoreCounts> part_block_counts(const TokenStore& part, const std::string& part_dir) {
-  const std::string path = path_join(part_dir, "blocks.bin");
-  const std::string bytes = read_file(path);
-  if (bytes.size() % 8) throw Error(Where{path}, "expected a whole number of 8-byte counts");
-  std::vector<TokenStoreCounts> counts(bytes.size() / 8);
-  uint64_t document = 0;
-  for (size_t l = 0; l < counts.size(); ++l) {
-    uint64_t n;
-    std::memcpy(&n, bytes.data() + 8 * l, 8);
-    if (n > part.num_documents() - document)
-      throw Error(Where::at_record(path, int64_t(l)), cat("the blocks count more documents than the part's ",
-                                                          part.num_documents()));
-    counts[l] = part.counts_before(document + n) - part.counts_before(document);
-    document += n;
-  }
-  if (document != part.num_documents())
-    throw Error(Where{path}, cat("the blocks count ", document, " documents; the part holds ", part.num_documents()));
-  return counts;
-}
-
-std::vector<TokenStoreCounts> part_block_offsets(const std::vector<std::vector<TokenStoreCounts>>& blocks, size_t part) {
-  // Input block b is local block b / parts of part b % parts; the parts' lengths differ by at most one.
-  const size_t parts = blocks.size();
-  size_t total_blocks = 0;
-  for (const auto& b : blocks) total_blocks += b.size();
-  std::vector<TokenStoreCounts> offsets;
-  TokenStoreCounts at;
-  for (size_t b = 0; b < total_blocks; ++b) {
-    const auto& owner = blocks[b % parts];
-    if (b / parts >= owner.size()) throw Error(cat("internal: input block ", b, " is missing from part ", b % parts));
-    if (b % parts == part) offsets.push_back(at);
-    at += owner[b / parts];
-  }
-  offsets.push_back(at);
-  return offsets;
-}
-
-void write_part_blocks(const TokenStore& part, const std::vector<TokenStoreCounts>& blocks,
-                       const std::vector<TokenStoreCounts>& offsets, TokenStorePieces& out) {
-  size_t document = 0;
-  for (size_t l = 0; l < blocks.size(); ++l) {
-    out.write(part, document, blocks[l].documents, offsets[l]);
-    document += blocks[l].documents;
+  for (const auto& e : fs::directory_iterator(pieces_dir(store_dir), ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with("piece-") || std::strtoull(name.c_str() + 6, nullptr, 10) >= pieces) fs::remove_all(e.path(), ec);
   }
 }
 
-namespace {
-
-// The parts' blocks into the one store, each rank writing its own (TokenStorePieces), once every
-// rank knows every block's counts; rank 0 commits it.
-void write_store_together(const std::string& part_dir, const std::string& store_dir, const nlohmann::json& key,
-                          const Communicator& ranks) {
-  const TokenStore store(part_dir);
-  const std::vector<TokenStoreCounts> mine = part_block_counts(store, part_dir);
-  std::vector<std::vector<TokenStoreCounts>> all;
-  for (const std::string& bytes : ranks.all_gather_strings(to_bytes(mine))) all.push_back(from_bytes(bytes));
-  const std::vector<TokenStoreCounts> offsets = part_block_offsets(all, size_t(ranks.rank()));
-  if (ranks.rank() == 0) TokenStorePieces::create(store_dir, offsets.back());
-  ranks.barrier();
-  TokenStorePieces out(store_dir);
-  write_part_blocks(store, mine, offsets, out);
-  out.finish();
-  ranks.barrier();  // every rank's blocks are on disk
-  if (ranks.rank() == 0) TokenStoreWriter(store_dir, offsets.back()).commit(key);
+// A collective whose wait is not a stall for a rank that had nothing to tokenize: it waits as
+// long as the others take over their pieces (a single piece: the whole input). Unwatched there,
+// as --rng python's wait for rank 0 is; the others' waits (at most about a piece) stay watched.
+template <typename F>
+auto waiting_for_the_others(bool idle, F&& collective) {
+  CommWatchdog& watchdog = comm_watchdog();
+  const double timeout = watchdog.timeout();
+  if (idle) watchdog.set_timeout(0);
+  auto restore = [&] { watchdog.set_timeout(timeout); };
+  try {
+    auto result = collective();
+    restore();
+    return result;
+  } catch (...) {
+    restore();
+    throw;
+  }
 }
 
 }  // namespace
 
-void tokenize_in_parts(const TokenizeOptions& o, const Tokenizer& tok, TextDocumentReader& reader,
-                       const std::string& store_dir, const nlohmann::json& key, const Communicator& ranks) {
-  const int rank = ranks.rank();
-  TokenizeOptions part = o;
-  part.part = rank;
-  part.parts = ranks.size();
-  nlohmann::json part_key = key;
-  part_key["part"] = {rank, ranks.size()};
-  const std::string part_dir = part_dir_of(store_dir, rank, ranks.size());
-  if (rank == 0) forget_other_parts(store_dir, ranks.size(), o.resume);  // no rank of this N reads those
-  std::string resumed = "done";
-  if (!o.resume || !part_done(part_dir, part_key)) {
-    const uint64_t from = tokenize_documents(part, tok, reader, part_dir, part_key);
-    resumed = from ? cat("from input document ", from) : "from the start";
+std::string piece_dir(const std::string& store_dir, size_t index) {
+  char name[32];
+  std::snprintf(name, sizeof name, "piece-%05zu", index);
+  return path_join(pieces_dir(store_dir), name);
+}
+
+nlohmann::json piece_key(const nlohmann::json& store_key, size_t index, const InputPiece& piece) {
+  nlohmann::json key = store_key;
+  key["piece"] = {{"index", index}, {"range", piece.to_json()}};
+  return key;
+}
+
+void tokenize_in_pieces(const TokenizeOptions& o, const Tokenizer& tok, const std::vector<std::string>& inputs,
+                        const std::string& store_dir, const nlohmann::json& key, const Communicator& ranks) {
+  TextDocumentReader whole(inputs);
+  const std::vector<InputPiece> pieces = plan_input_pieces(whole.units(), o.piece_bytes);
+  const int width = token_store_width(tok.vocab_size());
+  if (ranks.rank() == 0) clear_earlier_runs(store_dir, pieces.size(), o.resume);
+  ranks.barrier();
+  const auto [first, end] = pieces_of_rank(pieces, ranks.rank(), ranks.size());
+  const bool idle = first == end;
+  if (ranks.rank() == 0 && ranks.size() > 1 && pieces.size() < size_t(ranks.size()))
+    log_info(cat("the input is ", pieces.size(), " piece(s) for ", ranks.size(),
+                 " ranks, so some have nothing to tokenize (a file is cut only when a manifest counts its documents: "
+                 "shard-tool import-docs makes such shards)"));
+  if (pieces.size() <= 1) {  // the one piece is the store
+    if (!idle) tokenize_documents(o, tok, whole, store_dir, key);
+    waiting_for_the_others(idle, [&] { return ranks.barrier(), 0; });
+    return;
   }
-  const std::vector<std::string> all_resumed = ranks.all_gather_strings(resumed);
-  if (o.resume && rank == 0) {  // the other ranks log warnings only
-    std::string line = "--resume: the ranks' parts of the token store:";
-    for (size_t r = 0; r < all_resumed.size(); ++r) line += cat(r ? "," : "", " rank ", r, " ", all_resumed[r]);
-    log_info(line);
+  // A join a killed run began: every piece was done then, and those gone are in the store.
+  std::optional<std::vector<TokenStoreCounts>> joined;
+  uint8_t joining = ranks.rank() == 0 && o.resume && TokenStoreJoin::begun(store_dir, key).has_value();
+  ranks.broadcast(&joining, 1, 0);
+  if (joining) joined = TokenStoreJoin::begun(store_dir, key);
+  if (joining && !joined) throw Error(Where{store_dir}, "the join of the token store's pieces changed under this run");
+  uint64_t my_bytes = 0;
+  for (size_t p = first; p < end; ++p) my_bytes += pieces[p].bytes;
+  uint64_t done = 0, continued = 0, started = 0;  // this rank's pieces, by how they were found
+  std::vector<TokenStoreCounts> mine;
+  if (!joined) {
+    Progress progress("tokenize", my_bytes, Progress::Unit::bytes);
+    for (size_t p = first; p < end; ++p) {
+      const std::string dir = piece_dir(store_dir, p);
+      const nlohmann::json pkey = piece_key(key, p, pieces[p]);
+      if (o.resume && TokenStoreJoin::piece_counts(dir, pkey)) {
+        ++done;
+        progress.add(pieces[p].bytes);
+      } else {
+        TextDocumentReader reader(inputs);
+        reader.set_range(pieces[p].begin, pieces[p].end);
+        (tokenize_documents(o, tok, reader, dir, pkey, &progress) ? continued : started)++;
+      }
+      const auto counts = TokenStoreJoin::piece_counts(dir, pkey);
+      if (!counts) throw Error(Where{dir}, "internal: a tokenized piece is not committed");
+      mine.push_back(*counts);
+    }
+    progress.finish();
   }
-  write_store_together(part_dir, store_dir, key, ranks);
-  ranks.barrier();  // the store is committed: the parts are of no more use
-  std::filesystem::remove_all(part_dir);
+  // Every piece's counts in input order (rank r's run follows rank r − 1's), after how this
+  // rank's pieces were found.
+  std::vector<TokenStoreCounts> sent{{done, continued, started}};
+  sent.insert(sent.end(), mine.begin(), mine.end());
+  const std::vector<std::string> gathered =
+      waiting_for_the_others(idle, [&] { return ranks.all_gather_strings(to_bytes(sent)); });
+  std::vector<TokenStoreCounts> counts = joined.value_or(std::vector<TokenStoreCounts>{});
+  TokenStoreCounts found;  // pieces done, continued, started
+  for (const std::string& g : gathered) {
+    const std::vector<TokenStoreCounts> theirs = from_bytes(g);
+    found += theirs.at(0);
+    counts.insert(counts.end(), theirs.begin() + 1, theirs.end());
+  }
+  if (counts.size() != pieces.size())
+    throw Error(cat("internal: ", counts.size(), " of the token store's ", pieces.size(), " pieces counted"));
+  if (o.resume && ranks.rank() == 0)
+    log_info(joined ? cat("--resume: the token store's ", pieces.size(), " pieces were being joined; joining the rest")
+                    : cat("--resume: the token store's ", pieces.size(), " pieces: ", found.documents, " done before, ",
+                          found.sentences, " continued from a checkpoint, ", found.tokens, " tokenized from the start"));
+  if (!joined && ranks.rank() == 0) TokenStoreJoin::begin(store_dir, counts, width, key);
+  ranks.barrier();
+  TokenStoreCounts at;
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    if (p >= first && p < end) {
+      const std::string dir = piece_dir(store_dir, p);
+      if (file_exists(dir)) {
+        if (TokenStoreJoin::piece_counts(dir, piece_key(key, p, pieces[p])) != counts[p])
+          throw Error(Where{dir}, "this piece of the token store is not the one the join counted; run again without --resume");
+        TokenStoreJoin::move_piece(store_dir, dir, at, o.move_chunk_bytes);
+      } else if (!joined) {
+        throw Error(Where{dir}, "internal: a piece of the token store is gone before the join");
+      }
+    }
+    at += counts[p];
+  }
+  ranks.barrier();  // every piece is in the store
+  if (ranks.rank() == 0) {
+    TokenStoreJoin::commit(store_dir, at, width, key);
+    std::error_code ec;
+    std::filesystem::remove_all(pieces_dir(store_dir), ec);
+  }
+  ranks.barrier();
 }
 
 }  // namespace pretrain

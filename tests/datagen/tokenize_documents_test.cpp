@@ -1,7 +1,8 @@
 // Stage 1 of make-pretraining-shards: documents → token store. BERT keeps the text format's lines
 // as sentences and splits JSON documents' text into sentences; GPT encodes each document whole and
 // ends it with the end-of-document id; the store's key says what made it; a checkpointed store
-// continues where it stopped; a tokenizer without an end-of-document token and a corrupt input
+// continues where it stopped; the input in pieces, tokenized by any number of ranks and resumed
+// by piece, makes the same store; a tokenizer without an end-of-document token and a corrupt input
 // are refused naming the file.
 #include "datagen/shards/tokenize_documents.h"
 
@@ -15,6 +16,7 @@
 #include "common/error.h"
 #include "common/file.h"
 #include "common/log.h"
+#include "datagen/shards/input_pieces.h"
 #include "datagen/shards/token_store.h"
 #include "formats/doc_shards.h"
 #include "test_util.h"
@@ -115,12 +117,12 @@ TEST_F(TokenizeDocuments, AResumedStoreContinuesFromItsCheckpoint) {
     // What a kill leaves: a store checkpointed after two input documents, never committed. Its
     // documents are markers, which a run that tokenized them again would replace.
     make_dirs(dir.file("cut"));
-    TokenStoreWriter w(dir.file("cut"));
+    TokenStoreWriter w(dir.file("cut"), token_store_width(tok->vocab_size()));
     w.add_document({{99}});
     w.add_document({{98}, {97}});
     w.checkpoint(2, key);
   }
-  ASSERT_TRUE(TokenStoreWriter::resume_point(dir.file("cut"), key).has_value());
+  ASSERT_TRUE(TokenStoreWriter::resume_point(dir.file("cut"), key, token_store_width(tok->vocab_size())).has_value());
   o.resume = true;
   tokenize_documents(o, *tok, reader, dir.file("cut"), key);
   const TokenStore whole(dir.file("whole")), cut(dir.file("cut"));
@@ -131,8 +133,8 @@ TEST_F(TokenizeDocuments, AResumedStoreContinuesFromItsCheckpoint) {
   EXPECT_TRUE(TokenStore::complete(dir.file("cut"), key));
 }
 
-// 600 documents, every seventh blank (dropped from the store, but counted in its input block).
-std::string blocks_corpus() {
+// 600 documents, every seventh blank (dropped from the store, but read as an input document).
+std::string blank_sevenths_corpus() {
   std::string big;
   for (int d = 0; d < 600; ++d) big += d % 7 == 3 ? " \n\n" : "the ship " + std::to_string(d) + " .\nsea stone .\n\n";
   return big;
@@ -145,109 +147,155 @@ std::vector<std::string> store_files(const std::string& dir) {
   return files;
 }
 
-// mpirun's stage 1 without the collectives: the parts tokenized one after the other, then each
-// writes its own blocks into the one store in `out`, the last part first (ranks finish in any
-// order). Returns the input files the parts skipped undecoded.
-uint64_t tokenize_as_parts(const Tokenizer& tok, const TokenizeOptions& whole, const std::string& input, int parts,
+// Document shards of ~4 documents a file (the manifest counts them), every seventh blank.
+void write_doc_shards(const std::string& dir) {
+  DocShardWriter w(dir, {.shard_bytes = 300});
+  for (int d = 0; d < 600; ++d)
+    w.add({.id = std::to_string(d), .text = d % 7 == 3 ? "" : "The ship " + std::to_string(d) + " sails. Sea stone."});
+  w.finish();
+}
+
+// mpirun's stage 1 without the collectives: `ranks` ranks' runs of pieces tokenized one rank
+// after the other, then moved into the store the last piece first (ranks finish in any order).
+// Returns the input files the pieces' readers skipped undecoded.
+uint64_t tokenize_as_ranks(const Tokenizer& tok, const TokenizeOptions& o, const std::string& input, int ranks,
                            const std::string& out) {
-  std::vector<std::vector<TokenStoreCounts>> blocks;
+  TextDocumentReader whole({input});
+  const nlohmann::json key = token_store_key(o, tok, whole);
+  const std::vector<InputPiece> pieces = plan_input_pieces(whole.units(), o.piece_bytes);
+  std::vector<TokenStoreCounts> counts(pieces.size());
   uint64_t skipped = 0;
-  nlohmann::json key;
-  for (int p = 0; p < parts; ++p) {
-    TokenizeOptions o = whole;
-    o.part = p, o.parts = parts;
-    TextDocumentReader reader({input});
-    key = token_store_key(whole, tok, reader);
-    const std::string part_dir = cat(out, "-part-", p);
-    tokenize_documents(o, tok, reader, part_dir, key);
-    skipped += reader.files_skipped();
-    blocks.push_back(part_block_counts(TokenStore(part_dir), part_dir));
+  for (int r = 0; r < ranks; ++r) {
+    const auto [first, end] = pieces_of_rank(pieces, r, ranks);
+    for (size_t p = first; p < end; ++p) {
+      TextDocumentReader reader({input});
+      reader.set_range(pieces[p].begin, pieces[p].end);
+      tokenize_documents(o, tok, reader, piece_dir(out, p), piece_key(key, p, pieces[p]));
+      skipped += reader.files_skipped();
+      counts[p] = *TokenStoreJoin::piece_counts(piece_dir(out, p), piece_key(key, p, pieces[p]));
+    }
   }
-  const TokenStoreCounts total = part_block_offsets(blocks, 0).back();
-  TokenStorePieces::create(out, total);
-  for (int p = parts - 1; p >= 0; --p) {
-    const TokenStore part(cat(out, "-part-", p));
-    TokenStorePieces pieces(out);
-    write_part_blocks(part, blocks[size_t(p)], part_block_offsets(blocks, size_t(p)), pieces);
-    pieces.finish();
+  TokenStoreJoin::begin(out, counts, token_store_width(tok.vocab_size()), key);
+  TokenStoreCounts total;
+  for (const auto& c : counts) total += c;
+  for (size_t p = pieces.size(); p-- > 0;) {
+    TokenStoreCounts at;
+    for (size_t q = 0; q < p; ++q) at += counts[q];
+    TokenStoreJoin::move_piece(out, piece_dir(out, p), at, 4096);
   }
-  TokenStoreWriter(out, total).commit(key);
+  TokenStoreJoin::commit(out, total, token_store_width(tok.vocab_size()), key);
   return skipped;
 }
 
-// Before, rank 0 alone copied every part's documents, sentence by sentence.
-TEST_F(TokenizeDocuments, PartsWriteTheirBlocksInPlaceIntoTheOneProcessStore) {
-  write_file_atomic(dir.file("big.txt"), blocks_corpus());
-  const TokenizeOptions whole{.model = ModelKind::bert};
-  tokenize(whole, dir.file("big.txt"), dir.file("whole"));
-  for (int parts : {2, 3, 5}) {
-    const std::string out = dir.file(cat("store-", parts));
-    EXPECT_EQ(tokenize_as_parts(*tok, whole, dir.file("big.txt"), parts, out), 0u) << "one text file: nothing to skip";
-    EXPECT_EQ(store_files(out), store_files(dir.file("whole"))) << parts << " parts";
-  }
-  // A part whose blocks.bin disagrees with its store is refused, naming the file.
-  const std::string part = dir.file("store-3-part-0");
-  write_file_atomic(path_join(part, "blocks.bin"), std::string(8, '\x7f'));
-  try {
-    part_block_counts(TokenStore(part), part);
-    ADD_FAILURE() << "no error for a damaged blocks.bin";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("blocks.bin"), std::string::npos) << e.what();
+// Before, each rank took blocks of 16 documents dealt round-robin, so every rank decoded every
+// document to count them; now a rank reads its pieces' files alone, and the pieces, tokenized by
+// any number of ranks, make the one-process store.
+TEST_F(TokenizeDocuments, PiecesTokenizedByAnyNumberOfRanksMakeTheOneProcessStore) {
+  write_doc_shards(dir.file("docs"));
+  write_file_atomic(dir.file("big.txt"), blank_sevenths_corpus());
+  for (const std::string& input : {dir.file("docs"), dir.file("big.txt")}) {
+    const TokenizeOptions o{.model = ModelKind::bert, .piece_bytes = 600};
+    tokenize(o, input, dir.file("whole"));
+    TextDocumentReader whole({input});
+    const size_t pieces = plan_input_pieces(whole.units(), o.piece_bytes).size();
+    if (input == dir.file("docs")) {
+      EXPECT_GT(pieces, 10u) << "~150 counted files of ~300 bytes";
+    } else {
+      EXPECT_EQ(pieces, 1u) << "an uncounted file is one piece";
+    }
+    for (int ranks : {1, 2, 3, 5}) {
+      const std::string out = dir.file(cat("store-", ranks));
+      const uint64_t skipped = tokenize_as_ranks(*tok, o, input, ranks, out);
+      EXPECT_EQ(store_files(out), store_files(dir.file("whole"))) << input << ", " << ranks << " ranks";
+      if (pieces > 1) {
+        EXPECT_GT(skipped, 50u) << "the later pieces skip the files before them undecoded";
+      }
+      EXPECT_TRUE(std::filesystem::is_empty(path_join(dir.path(), "pieces"))) << "moved pieces are gone";
+    }
+    std::filesystem::remove_all(dir.file("whole"));
   }
 }
 
-// Document shards whose manifest counts them: a part skips, undecoded, the files none of whose
-// documents are in its blocks, and the store is still the one-process store. Before, every rank
-// decoded every file.
-TEST_F(TokenizeDocuments, PartsSkipWholeDocumentFilesWithNoneOfTheirBlocks) {
+// Text-format files cut into pieces at each file: a document that runs on into the next file
+// belongs to the piece it begins in, which reads on to its end; the next piece drops its lines.
+TEST_F(TokenizeDocuments, ATextDocumentAcrossAPieceBoundaryIsReadOnceByThePieceItBeginsIn) {
+  const std::vector<std::string> texts = {"the ship .\nsea\n", "stone .\n\nbread\n", "water\n", "\n \nthe sea .\n",
+                                          "", "light\n\n", "tower\n"};
+  std::vector<std::string> inputs;
+  for (size_t k = 0; k < texts.size(); ++k) {
+    inputs.push_back(dir.file(cat("t", k, ".txt")));
+    write_file_atomic(inputs.back(), texts[k]);
+  }
+  std::vector<std::vector<std::string>> whole;
   {
-    DocShardWriter w(dir.file("docs"), {.shard_bytes = 300});  // ~4 documents a file
-    for (int d = 0; d < 600; ++d)
-      w.add({.id = std::to_string(d), .text = d % 7 == 3 ? "" : "The ship " + std::to_string(d) + " sails. Sea stone."});
-    w.finish();
+    TextDocumentReader reader(inputs);
+    for (RawDocument d; reader.next(d);) whole.push_back(d.sentences);
   }
-  const TokenizeOptions whole{.model = ModelKind::bert};
-  tokenize(whole, dir.file("docs"), dir.file("whole"));
-  for (int parts : {2, 3}) {
-    const std::string out = dir.file(cat("store-", parts));
-    const uint64_t skipped = tokenize_as_parts(*tok, whole, dir.file("docs"), parts, out);
-    EXPECT_EQ(store_files(out), store_files(dir.file("whole"))) << parts << " parts";
-    // Of ~150 files each part needs those touching its 1/parts of the 16-document blocks.
-    EXPECT_GT(skipped, 100u * uint64_t(parts - 1)) << parts << " parts";
+  TextDocumentReader plan(inputs);
+  const std::vector<InputPiece> pieces = plan_input_pieces(plan.units(), 1);
+  ASSERT_GE(pieces.size(), texts.size() - 1) << "a piece a file (the empty one shares its piece)";
+  std::vector<std::vector<std::string>> joined;
+  for (const InputPiece& p : pieces) {
+    TextDocumentReader reader(inputs);
+    reader.set_range(p.begin, p.end);
+    for (RawDocument d; reader.next(d);) joined.push_back(d.sentences);
   }
+  EXPECT_EQ(joined, whole);
+  ASSERT_GE(whole.size(), 4u);
+  EXPECT_EQ(whole[0], (std::vector<std::string>{"the ship .", "sea", "stone ."}));
+  EXPECT_EQ(whole[1], (std::vector<std::string>{"bread", "water"})) << "across three files";
 }
 
-// A part checkpoints as a whole store does: killed after a checkpoint (PRETRAIN_FAULT), it goes
-// on from there on --resume and ends as the uninterrupted part, blocks.bin included. Before,
-// parts kept no checkpoints and an interrupted one started over.
-TEST_F(TokenizeDocuments, AnInterruptedPartResumesFromItsCheckpoint) {
-  write_file_atomic(dir.file("big.txt"), blocks_corpus());
-  TokenizeOptions o{.model = ModelKind::bert, .checkpoint_bytes = 2000};
-  o.part = 1, o.parts = 3;
-  tokenize(o, dir.file("big.txt"), dir.file("whole"));
-  ::setenv("PRETRAIN_FAULT", "0:tokenize-checkpoint", 1);
-  EXPECT_THROW(tokenize(o, dir.file("big.txt"), dir.file("cut")), Error);
-  ::unsetenv("PRETRAIN_FAULT");
-  TextDocumentReader reader({dir.file("big.txt")});
+// A piece checkpoints as a whole store does: killed after a checkpoint (PRETRAIN_FAULT), a resumed
+// run keeps the pieces finished, goes on from the checkpoint of the one cut, and moves them into
+// the same store. Before, an interrupted multi-rank tokenize at another rank count started over.
+TEST_F(TokenizeDocuments, AnInterruptedPieceResumesFromItsCheckpoint) {
+  write_doc_shards(dir.file("docs"));
+  TokenizeOptions o{.model = ModelKind::bert, .checkpoint_bytes = 500, .piece_bytes = 5000};
+  tokenize(o, dir.file("docs"), dir.file("whole/store"));
+  TextDocumentReader reader({dir.file("docs")});
   const nlohmann::json key = token_store_key(o, *tok, reader);
-  const auto from = TokenStoreWriter::resume_point(dir.file("cut"), key);
-  ASSERT_TRUE(from.has_value());
-  ASSERT_GT(from->documents, 0u);
-  ASSERT_LT(from->input_documents, 500u) << "the checkpoint is not near the end";
+  const std::vector<InputPiece> pieces = plan_input_pieces(reader.units(), o.piece_bytes);
+  ASSERT_GE(pieces.size(), 3u);
+  const std::string store = dir.file("cut/store");
+  ::setenv("PRETRAIN_FAULT", "0:tokenize-checkpoint", 1);
+  EXPECT_THROW(tokenize_in_pieces(o, *tok, {dir.file("docs")}, store, key, Communicator::self()), Error);
+  ::unsetenv("PRETRAIN_FAULT");
+  const auto from = TokenStoreWriter::resume_point(piece_dir(store, 0), piece_key(key, 0, pieces[0]), 2);
+  ASSERT_TRUE(from.has_value()) << "piece 0 checkpointed";
   // A marker in the checkpointed tokens: a run that tokenized them again would replace it.
   {
-    const std::string path = dir.file("cut/tokens.bin.partial");
+    const std::string path = path_join(piece_dir(store, 0), "tokens.bin.partial");
     std::string bytes = read_file(path);
-    bytes[0] = '\x63', bytes[1] = bytes[2] = bytes[3] = 0;
+    bytes[0] = '\x63', bytes[1] = 0;
     write_file_atomic(path, bytes);
   }
   o.resume = true;
-  tokenize(o, dir.file("big.txt"), dir.file("cut"));
-  const TokenStore whole(dir.file("whole")), cut(dir.file("cut"));
+  tokenize_in_pieces(o, *tok, {dir.file("docs")}, store, key, Communicator::self());
+  const TokenStore whole(dir.file("whole/store")), cut(store);
   EXPECT_EQ(cut.sentence(0, 0)[0], 99) << "the checkpointed documents are kept";
   ASSERT_EQ(cut.num_documents(), whole.num_documents());
   for (size_t d = 1; d < whole.num_documents(); ++d) ASSERT_EQ(sentences(cut, d), sentences(whole, d)) << d;
-  EXPECT_EQ(read_file(dir.file("cut/blocks.bin")), read_file(dir.file("whole/blocks.bin")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("cut/pieces")));
+}
+
+// Killed while the pieces are moved into the store (after a chunk of a piece is moved and the
+// piece's file cut back): a resumed run goes on with the join, at the pieces it left, and the
+// store is the uninterrupted one. Pieces moved are gone; a piece being moved is never tokenized again.
+TEST_F(TokenizeDocuments, AnInterruptedJoinResumesWhereItStopped) {
+  write_doc_shards(dir.file("docs"));
+  TokenizeOptions o{.model = ModelKind::bert, .piece_bytes = 5000, .move_chunk_bytes = 4096};
+  tokenize(o, dir.file("docs"), dir.file("whole/store"));
+  TextDocumentReader reader({dir.file("docs")});
+  const nlohmann::json key = token_store_key(o, *tok, reader);
+  const std::string store = dir.file("cut/store");
+  ::setenv("PRETRAIN_FAULT", "0:store-move-chunk", 1);
+  EXPECT_THROW(tokenize_in_pieces(o, *tok, {dir.file("docs")}, store, key, Communicator::self()), Error);
+  ::unsetenv("PRETRAIN_FAULT");
+  ASSERT_TRUE(TokenStoreJoin::begun(store, key).has_value());
+  o.resume = true;
+  tokenize_in_pieces(o, *tok, {dir.file("docs")}, store, key, Communicator::self());
+  EXPECT_EQ(store_files(store), store_files(dir.file("whole/store")));
 }
 
 TEST_F(TokenizeDocuments, NoEndOfDocumentTokenOrACorruptInputIsAnErrorNamingTheFile) {
