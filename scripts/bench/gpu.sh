@@ -333,21 +333,26 @@ unpack_bundle() {
     exit 1
   fi
   sed -n '1,7p' "$B/MANIFEST.txt"
-  local sites sonames so dir dirs=() need system_cxx
-  read -r -a sites < <(python3 -c 'import site; print(" ".join(site.getsitepackages()))')
+  local sites=() sonames so dir dirs=() need system_cxx
+  for dir in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))'); do
+    [[ -d $dir/nvidia ]] && sites+=("$dir/nvidia")
+  done
   read -r -a sonames < <(sed -n 's/^from-image: //p' "$B/MANIFEST.txt")
   for so in "${sonames[@]}"; do
-    dir=$(find "${sites[@]}" -path '*nvidia*' -name "$so" -print -quit 2>/dev/null || true)
+    dir=""
+    ((${#sites[@]} == 0)) || dir=$(find "${sites[@]}" -name "$so" -print -quit 2>/dev/null || true)
     [[ -n $dir ]] || dir=$(find /usr/local/cuda/lib64 /usr/local/cuda/lib -name "$so" -print -quit 2>/dev/null || true)
     [[ -n $dir ]] && dirs+=("$(dirname "$dir")")
   done
   libpath=$B/lib
-  need=$(sed -n 's/^needs-glibcxx: //p' "$B/MANIFEST.txt")
-  system_cxx=$(ldconfig -p | awk '/libstdc\+\+\.so\.6 .*x86-64/ && !f { print $NF; f = 1 }')
-  if [[ -z $system_cxx ]] || ! grep -qa "$need" "$system_cxx"; then
-    libpath+=:$B/lib/cxx
-    echo "libstdc++: the bundle's (the image's ${system_cxx:-none} lacks $need)"
-  fi
+  system_cxx=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ && !f { print $NF; f = 1 }' || true)
+  while read -r need; do
+    if [[ -z $system_cxx ]] || ! grep -qa "$need" "$system_cxx"; then
+      libpath+=:$B/lib/cxx
+      echo "libstdc++: the bundle's (the image's ${system_cxx:-none} lacks $need)"
+      break
+    fi
+  done < <(sed -n 's/^needs-\(glibcxx\|cxxabi\): //p' "$B/MANIFEST.txt")
   for dir in "${dirs[@]}"; do [[ :$libpath: == *:$dir:* ]] || libpath+=:$dir; done
   echo "LD_LIBRARY_PATH for our binaries: $libpath"
   if env LD_LIBRARY_PATH="$libpath" ldd "$B/bin/bert_pretrain" | grep 'not found'; then
