@@ -44,6 +44,8 @@ p.add_argument("--compile", action="store_true", help="torch.compile the model's
 p.add_argument("--time-left", type=float, default=0.0,
                help="seconds this process may run; a case is skipped when fewer than --case-seconds remain (0: no limit)")
 p.add_argument("--case-seconds", type=float, default=30.0, help="what one case is expected to take, for --time-left")
+p.add_argument("--ceilings", action="store_true",
+               help="CUDA: first measure the GPU's bf16 matrix rate and copy bandwidth (METHOD.md's two ceilings)")
 a = p.parse_args()
 torch.set_num_threads(a.threads)
 torch.manual_seed(1)
@@ -181,6 +183,37 @@ def run_case(kind, model_name, T, B, P):
             "parameters": params, "attention": attention, "optimizer": "AdamW (fused)" if fused else "AdamW"}
 
 
+def ceilings():
+    """An 8192³ bf16 matrix product on random data, and a 2 GiB device-to-device copy (bytes read plus
+    written): medians of 10 after 3 warm-ups, timed with CUDA events."""
+    def median_ms(f):
+        for _ in range(3):
+            f()
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(11)]
+        events[0].record()
+        for i in range(10):
+            f()
+            events[i + 1].record()
+        torch.cuda.synchronize()
+        return statistics.median(events[i].elapsed_time(events[i + 1]) for i in range(10))
+    n = 8192
+    x, y = torch.randn(n, n, device="cuda", dtype=torch.bfloat16), torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    matmul = 2 * n ** 3 / median_ms(lambda: x @ y) / 1e9
+    src = torch.randn(2 ** 29, device="cuda")
+    dst = torch.empty_like(src)
+    copy = 2 * src.numel() * 4 / median_ms(lambda: dst.copy_(src)) / 1e9  # TB/s
+    del x, y, src, dst
+    torch.cuda.empty_cache()
+    return {"impl": "ceilings", "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "bf16_matmul_tflops": matmul, "copy_tb_s": copy, "status": "ok"}
+
+
+if a.ceilings and cuda:
+    try:
+        print(json.dumps(ceilings()), flush=True)
+    except Exception as e:  # the cases still run
+        traceback.print_exc(file=sys.stderr)
+        print(json.dumps({"impl": "ceilings", "status": "failed", "note": f"{type(e).__name__}: {e}"[:300]}), flush=True)
 cases = [c.split() for c in a.case] or [[a.kind, a.model, str(a.seq), str(a.batch), str(a.predictions)]]
 impl = "pytorch " + ("compile" if a.compile else "eager")
 for c in cases:
