@@ -178,6 +178,16 @@ def rows(path):
     return list(csv.reader(open(path), delimiter="\t")) if os.path.exists(path) else []
 
 
+def records(path):  # JSON lines; a run stopped mid-line leaves a last one cut short
+    out = []
+    for line in open(path) if os.path.exists(path) else []:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
 def error_line(log):
     lines = [l.strip() for l in open(log, errors="replace")] if os.path.exists(log) else []
     errors = [l for l in lines if "error" in l.lower()]
@@ -190,8 +200,7 @@ def ours(i, kind, model, seq, batch, pred, rc, seconds):
         return {**r, "status": "skipped" if rc == "skipped" else "not run",
                 "note": "time budget" if rc == "skipped" else "--runs left it out"}
     metrics = os.path.join(tmp, f"ours-{i}", "metrics.jsonl")
-    recs = [json.loads(l) for l in open(metrics)] if os.path.exists(metrics) else []
-    recs = [x for x in recs if "ms" in x and not x.get("eval")]
+    recs = [x for x in records(metrics) if "ms" in x and not x.get("eval")]
     timed = [x for x in recs if x["step"] > warmup]
     stopped = rc in ("124", "137")  # timeout's: the run outlasted its share of the budget
     if (rc != "0" and not stopped) or len(timed) < (1 if rc == "0" else 2):
@@ -207,7 +216,7 @@ def ours(i, kind, model, seq, batch, pred, rc, seconds):
             "steps": [{k: x[k] for k in ("step", "ms", "loss", "tflops", "device_mb")} for x in recs]}
 
 
-peers = [json.loads(l) for l in open(os.path.join(tmp, "peers.jsonl")) if l.strip()]
+peers = records(os.path.join(tmp, "peers.jsonl"))
 cases = []
 for i, kind, model, seq, batch, pred, rc, seconds in rows(os.path.join(tmp, "ours.tsv")):
     seq, batch, pred = int(seq), int(batch), int(pred)
@@ -394,7 +403,10 @@ run_peer() {
   "$report_py" - "$tmp/peer-$what.jsonl" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
-    r = json.loads(line)
+    try:
+        r = json.loads(line)
+    except ValueError:  # cut short by the budget's timeout
+        continue
     if r["impl"] == "ceilings" and r["status"] == "ok":
         print("measured: bf16 matrix product %.0f TFLOPs, copy %.2f TB/s" % (r["bf16_matmul_tflops"], r["copy_tb_s"]))
     elif r["impl"] == "ceilings":
