@@ -16,6 +16,14 @@
 // Like NCCL's and PyTorch's watchdogs it bounds each single wait, so the timeout must exceed the
 // longest legitimate one: a rank waiting while rank 0 writes a checkpoint, or while the slowest
 // rank finishes its share of a data-preparation stage (kCommTimeoutTrainer, kCommTimeoutDatagen).
+//
+// A host cut off is also seen by OpenMPI's daemons where TCP keepalive is on (oob_tcp_keepalive_*):
+// measured on two network-namespace hosts, that ends mpirun and both sides' ranks ~20 s after the
+// cut with keepalive 10+5x3 s. Set the timeout above that detection: once a rank has exited, mpirun
+// has a kill order queued to the lost host's daemon, keepalive no longer applies to a connection
+// with data in flight, and mpirun waits until TCP gives up (net.ipv4.tcp_retries2: 982 s at the
+// default 15, 35 s at 6) or a second signal (SIGTERM then ends it at once). The watchdog is what
+// ends a stopped or hung process, or a hung device, which the network does not show.
 #pragma once
 #include <atomic>
 #include <condition_variable>
