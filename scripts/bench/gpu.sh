@@ -255,7 +255,8 @@ if os.path.exists(gpu_csv):
     if len(lines) > 1:
         gpu = dict(zip(lines[0], lines[1]))
 manifest = E["GPU_SH_MANIFEST"]
-bundle = [l.rstrip("\n") for l in open(manifest)][:7] if manifest and os.path.exists(manifest) else []
+bundle = [l.rstrip("\n") for l in open(manifest)] if manifest and os.path.exists(manifest) else []
+bundle = bundle[:bundle.index("files:")] if "files:" in bundle else bundle
 first_peer = next((p for p in peers if "torch" in p), {})
 measured = next((p for p in peers if p["impl"] == "ceilings" and p["status"] == "ok"), None)
 result = {"mode": "dry-run (CPU, tiny models)" if dry else "gpu", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -352,17 +353,24 @@ PY
     echo "gpu.sh: no bundle in $bundle: run scripts/bench/gpu_bundle.sh on the build machine and carry $bundle" >&2
     exit 1
   fi
-  sed -n '1,7p' "$B/MANIFEST.txt"
+  sed -n '/^files:/q; p' "$B/MANIFEST.txt"
   local sites=() sonames so dir dirs=() need system_cxx
   for dir in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))'); do
     [[ -d $dir/nvidia ]] && sites+=("$dir/nvidia")
   done
-  read -r -a sonames < <(sed -n 's/^from-image: //p' "$B/MANIFEST.txt")
+  # What ldd sees (must be found), then what the binaries open at run time (cuDNN: without it our
+  # attention falls back to batched GEMMs, which the output says).
+  read -r -a sonames < <(sed -n 's/^\(dlopen-\)\?from-image: //p' "$B/MANIFEST.txt" | tr '\n' ' '; echo)
   for so in "${sonames[@]}"; do
     dir=""
     ((${#sites[@]} == 0)) || dir=$(find "${sites[@]}" -name "$so" -print -quit 2>/dev/null || true)
     [[ -n $dir ]] || dir=$(find /usr/local/cuda/lib64 /usr/local/cuda/lib -name "$so" -print -quit 2>/dev/null || true)
-    [[ -n $dir ]] && dirs+=("$(dirname "$dir")")
+    if [[ -n $dir ]]; then
+      dirs+=("$(dirname "$dir")")
+      [[ $so != libcudnn* ]] || echo "$so: $dir"
+    else
+      echo "$so: not in the image (site-packages/nvidia, /usr/local/cuda)"
+    fi
   done
   libpath=$B/lib
   system_cxx=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ && !f { print $NF; f = 1 }' || true)

@@ -102,6 +102,8 @@ versions() {  # versions PREFIX: the newest PREFIX_x.y.z any bundled ELF file ne
   echo "needs-glibcxx: $(versions GLIBCXX)"
   echo "needs-cxxabi: $(versions CXXABI)"
   echo "from-image: ${!image_libs[*]}"
+  # Libraries the binaries open at run time (cudnn-frontend opens cuDNN so): ldd cannot see them.
+  echo "dlopen-from-image: $(grep -aoh 'libcudnn[a-z_]*\.so\.[0-9]*' "$stage"/bin/* | sort -u | tr '\n' ' ' | sed 's/ $//')"
   echo "files:"
   (cd "$stage" && find . -type f ! -name MANIFEST.txt -printf '%s %p\n' | sort -k2)
 } >"$stage/MANIFEST.txt"
