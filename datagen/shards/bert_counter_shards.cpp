@@ -25,6 +25,7 @@
 #include "datagen/shards/length_bins.h"
 #include "datagen/shards/packing.h"
 #include "datagen/shards/rng_streams.h"
+#include "datagen/shards/spill_buckets.h"
 
 namespace pretrain {
 
@@ -72,89 +73,6 @@ size_t max_open_buckets() {
   return r.rlim_cur > 256 ? size_t(r.rlim_cur - 128) : 128;
 }
 
-// The spill buckets of one split: where they are, and whether an earlier run of the same key
-// left them whole (spill.json, written last, holds the key and each bucket's record count).
-// Under mpirun each of the N ranks writes its piece of every bucket (bucket-B.R.bin): the bucket
-// is the pieces in rank order, and spill.json says how many pieces there are, so a resumed run
-// reads them at any N. A bucket freed once its shards were written has no pieces left.
-class SpillBuckets {
- public:
-  SpillBuckets(std::string dir, const nlohmann::json& key)
-      : dir_(std::move(dir)), meta_(path_join(dir_, "spill.json")), key_(key) {}
-  size_t count() const { return counts_.size(); }
-  void start(size_t count, int pieces) {
-    counts_.assign(count, 0);
-    pieces_ = pieces;
-  }
-  std::string path(size_t b) const { return path_join(dir_, cat("bucket-", b, ".bin")); }
-  std::string piece_path(size_t b, int piece) const {
-    return pieces_ == 1 ? path(b) : path_join(dir_, cat("bucket-", b, ".", piece, ".bin"));
-  }
-  bool present(size_t b) const {
-    for (int p = 0; p < pieces_; ++p)
-      if (!file_exists(piece_path(b, p))) return false;
-    return true;
-  }
-  std::string read(size_t b) const {
-    std::string data;
-    for (int p = 0; p < pieces_; ++p) data += read_file(piece_path(b, p));
-    return data;
-  }
-  void free(size_t b) const {
-    for (int p = 0; p < pieces_; ++p) std::remove(piece_path(b, p).c_str());
-  }
-  std::vector<uint64_t>& counts() { return counts_; }
-  const std::vector<uint64_t>& counts() const { return counts_; }
-
-  // spill.json of this key, with a bucket count that `bins` divides.
-  bool load_complete(size_t bins) {
-    if (!file_exists(meta_)) return false;
-    try {
-      auto meta = nlohmann::json::parse(read_file(meta_));
-      if (meta.at("key") == key_ && json_integer_or<int>(meta, "format", 1) == kSpillFormat) {
-        std::vector<uint64_t> counts = json_integers<uint64_t>(meta.at("counts"));
-        if (counts.empty() || counts.size() % bins != 0) return false;
-        counts_ = std::move(counts);
-        pieces_ = json_integer_or<int>(meta, "pieces", 1);
-        return true;
-      }
-    } catch (const std::exception&) {
-    }
-    return false;
-  }
-  void mark_complete() const {
-    nlohmann::json meta = {{"key", key_}, {"format", kSpillFormat}, {"counts", counts_}};
-    if (pieces_ > 1) meta["pieces"] = pieces_;  // absent in one process: its spill.json stays as it was
-    write_file_atomic(meta_, meta.dump() + "\n");
-  }
-  // --pack: each bucket's rows, once counted (a resumed run whose buckets were freed needs them).
-  std::optional<std::vector<int64_t>> load_rows() const {
-    const std::string path = path_join(dir_, "rows.json");
-    if (!file_exists(path)) return std::nullopt;
-    try {
-      auto j = nlohmann::json::parse(read_file(path));
-      if (j.at("key") == key_ && j.at("rows").size() == count()) return json_integers<int64_t>(j.at("rows"));
-    } catch (const std::exception&) {
-    }
-    return std::nullopt;
-  }
-  void save_rows(const std::vector<int64_t>& rows) const {
-    write_file_atomic(path_join(dir_, "rows.json"), nlohmann::json{{"key", key_}, {"rows", rows}}.dump() + "\n");
-  }
-  // A bucket a shard to be written needs, and it is gone.
-  [[noreturn]] void gone(size_t b) const {
-    throw Error(Where{path(b)}, "this spill bucket was freed once the shards it fed were written, but one of them is "
-                                "to be written again (not listed, or it no longer verifies): run again without "
-                                "--resume (--keep-work keeps the buckets)");
-  }
-
- private:
-  std::string dir_, meta_;
-  nlohmann::json key_;
-  std::vector<uint64_t> counts_;
-  int pieces_ = 1;
-};
-
 // Instances of every (document, pass), appended to their buckets; counts each bucket's records.
 // With length bins, bin b owns buckets [b·per_bin, (b + 1)·per_bin). The work is blocks of 64
 // documents, pass after pass; under mpirun rank r takes the r-th of N contiguous runs of blocks
@@ -169,11 +87,7 @@ void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, co
   ranks.barrier();
   const size_t n_buckets = buckets.count(), per_bin = n_buckets / size_t(bins.count());
   std::vector<uint64_t>& counts = buckets.counts();
-  std::vector<std::FILE*> files(n_buckets);
-  for (size_t b = 0; b < n_buckets; ++b) {
-    files[b] = std::fopen(buckets.piece_path(b, ranks.rank()).c_str(), "wb");
-    if (!files[b]) throw_errno("cannot create", buckets.piece_path(b, ranks.rank()));
-  }
+  SpillWriter files(buckets, ranks.rank());
   const size_t block = 64, blocks_per_pass = (corpus.num_documents() + block - 1) / block;
   const size_t units = blocks_per_pass * size_t(o.dupe_factor);
   const size_t first_unit = units * size_t(ranks.rank()) / size_t(ranks.size()),
@@ -216,12 +130,8 @@ void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, co
     }
   };
   auto append_to_buckets = [&](const Batch* b) {
-    for (size_t k = 0; k < n_buckets; ++k) {
-      if (b->out[k].empty()) continue;
-      if (std::fwrite(b->out[k].data(), 1, b->out[k].size(), files[k]) != b->out[k].size())
-        throw_errno("cannot write", buckets.piece_path(k, ranks.rank()));
-      counts[k] += b->n[k];
-    }
+    files.append(b->out);
+    for (size_t k = 0; k < n_buckets; ++k) counts[k] += b->n[k];
     progress.add(1);
   };
   tbb::parallel_pipeline(
@@ -237,8 +147,7 @@ void spill_instances(const BertCounterOptions& o, const BertMaskVocab& vocab, co
             if (!error.failed()) error.keep([&] { append_to_buckets(b.get()); });
           }));
   error.rethrow();
-  for (size_t b = 0; b < n_buckets; ++b)
-    if (std::fclose(files[b]) != 0) throw_errno("cannot write", buckets.piece_path(b, ranks.rank()));
+  files.close();
   corpus.release_pages();  // the write stage reads the buckets, not the store
   progress.finish();
   static_assert(sizeof(uint64_t) == sizeof(int64_t));

@@ -19,8 +19,9 @@
 
 namespace pretrain {
 
-// The layout's version, in spill.json: a bucket of another layout is made again.
-inline constexpr int kSpillFormat = 3;
+// The layout's version, in spill.json: a bucket of another layout is made again (4: the records
+// in zstd frames, spill_buckets.h).
+inline constexpr int kSpillFormat = 4;
 
 // Bytes of a record of n tokens and p predictions, with narrow (u16) or int32 ids.
 size_t spill_record_bytes(size_t n, size_t p, bool narrow);
