@@ -14,8 +14,10 @@
 #   loader over the BERT 128 shards for one epoch (bench_loader; t1 and t2 only, it is one process)
 # printing per stage: wall s, CPU s (user + system of the whole job), peak RSS of the largest
 # process, output MB, peak disk MB of the output directory while the stage ran (its work files
-# included), which the projection scales to enwiki. Outputs of a run are removed when the next
-# stage no longer needs them.
+# included: make-pretraining-shards' token store, spill and GPT buckets, each freed once the
+# stages after it are done) and peak disk / output (issue #49's bound: at most 1.5), which the
+# projection scales to enwiki. Disk is what du counts (allocated blocks), polled every 0.5 s.
+# Outputs of a run are removed when the next stage no longer needs them.
 # Ends with a projection for enwiki (≈ 23 GB bz2, ≈ 100 GB XML, ≈ 20 GB of text) on 16 and 64 cores
 # and on 4 nodes of 64, from the t1 CPU seconds per MB and the scaling the t2 and np2 runs showed;
 # and the same for NVIDIA's scripts (wikiextractor, create_pretraining_data.py) from their per-core
@@ -71,8 +73,7 @@ echo "# dump: $((xml_bytes / 1000000)) MB of XML, $(( $(stat -c %s "$dump") / 10
 results=$dir/results.tsv
 ((append)) || : >"$results"
 # measure RUN STAGE OUTPUT CMD...: wall, CPU and peak RSS of CMD, the size of OUTPUT at the end, and
-# its peak size while CMD ran (sampled every 2 s; the work files, the token store and the BERT spill
-# buckets, live under the output directory until the end).
+# its peak size while CMD ran (sampled every 0.5 s; the work files live under the output directory).
 measure() {
   local run=$1 stage=$2 output=$3; shift 3
   echo "# $run: $stage: $*" >&2
@@ -82,7 +83,7 @@ measure() {
   pid=$!
   local polls=0
   while kill -0 "$pid" 2>/dev/null; do  # checks every 0.1 s, so the wall time stays exact
-    if ((polls++ % 20 == 0)); then
+    if ((polls++ % 5 == 0)); then
       now=$( (du -sm "$output" 2>/dev/null || true) | awk '{print $1}')
       ((${now:-0} > peak)) && peak=$now
     fi
@@ -195,13 +196,15 @@ for r in rows:
     else:
         stage[r[0], r[1]] = (float(r[2]), float(r[3]), int(r[4]) / 1024, int(r[5]), int(r[6]))
 print(f"\nscale.sh: a {xml_mb / 1000:.1f} GB XML dump ({bz2_mb / 1000:.2f} GB multistream bz2) of the real shared pages")
-print("| run | stage | wall s | CPU s | peak RSS MB | output MB | peak disk MB |")
-print("|---|---|---:|---:|---:|---:|---:|")
+def ratio(disk, mb):  # peak disk over the output it leaves; none for a stage without output
+    return f"{disk / mb:.2f}" if mb > 0 else "-"
+print("| run | stage | wall s | CPU s | peak RSS MB | output MB | peak disk MB | peak disk / output |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
 for (run, name), (wall, cpu, rss, mb, disk) in stage.items():
     extra = ""
     if name.startswith("loader") and run in samples:
         extra = f" ({samples[run][1] / 1e6:.2f} M samples, {samples[run][1] / wall:,.0f} samples/s)"
-    print(f"| {run} | {name}{extra} | {wall:,.1f} | {cpu:,.1f} | {rss:,.0f} | {mb:,} | {disk:,} |")
+    print(f"| {run} | {name}{extra} | {wall:,.1f} | {cpu:,.1f} | {rss:,.0f} | {mb:,} | {disk:,} | {ratio(disk, mb)} |")
 # Projection to enwiki: CPU seconds per MB from t1 (the one-thread run), divided over the cores at
 # the efficiency the 2-thread and 2-rank runs showed (wall t1 / (2 x wall t2)); NVIDIA's scripts at
 # their per-core rates measured on the slices, with perfect scaling (one process per core and shard).
@@ -213,8 +216,8 @@ def eff(name, run):
 names = [n for (r, n) in stage if r == "t1" and not n.startswith("loader")]
 print("\nprojection for enwiki (100 GB XML, 20 GB text), minutes; CPU s per input MB from t1, "
       "scaling efficiency from t2 (cores) and np2 (ranks):")
-print("| stage | CPU s per MB in | efficiency t2 / np2 | 16 cores | 64 cores | 4 nodes x 64 | peak disk GB |")
-print("|---|---:|---:|---:|---:|---:|---:|")
+print("| stage | CPU s per MB in | efficiency t2 / np2 | 16 cores | 64 cores | 4 nodes x 64 | peak disk GB | peak disk / output |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 totals = [0.0, 0.0, 0.0]
 for n in names:
     wall, cpu, rss, mb, disk = stage["t1", n]
@@ -228,7 +231,8 @@ for n in names:
     if n == "train-tokenizer":  # trained on one shard whatever the corpus: a fixed cost
         mins = [wall / 60] * 3
     totals = [t + m for t, m in zip(totals, mins)]
-    print(f"| {n} | {per_mb:.3f} | {e_core:.2f} / {e_rank:.2f} | {mins[0]:,.1f} | {mins[1]:,.1f} | {mins[2]:,.1f} | {disk_gb:,.0f} |")
+    print(f"| {n} | {per_mb:.3f} | {e_core:.2f} / {e_rank:.2f} | {mins[0]:,.1f} | {mins[1]:,.1f} | {mins[2]:,.1f} | "
+          f"{disk_gb:,.0f} | {ratio(disk, mb)} |")
 print(f"| **all** | | | **{totals[0]:,.0f}** | **{totals[1]:,.0f}** | **{totals[2]:,.0f}** |")
 we, wp = stage.get(("peer", "wikiextractor 20 MB")), stage.get(("peer", "wikiprep 20 MB"))
 peer = {n.split()[0]: (float(n.split()[1]), v) for (r, n), v in stage.items() if r == "peer" and n.endswith(" MB")}

@@ -12,13 +12,20 @@
 - Killed (SIGKILL) while tokenizing, then --resume: it continues from the last checkpoint (not
   from the start) and gives the same bytes as an uninterrupted run.
 - GPT: Megatron and llm.c outputs hold every document once, each ending in EOD; valid split.
+- Work files (issue #49): --keep-work gives the same output (BERT with a valid split, GPT); a run
+  failing at each stage boundary (store made, instances made, store freed, GPT spread chunk given
+  back, a shard committed) and resumed gives the uninterrupted output; the disk at its peak
+  (polled) holds at most 1.5x the output for BERT seq 128 dupe 5 and for GPT, where a --keep-work
+  run's peak (the control: what the bound used to be) is twice the output or more.
 - Bad input: a vocabulary without [MASK], a corrupt input: exit 1 naming the file, no shard left."""
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
@@ -253,6 +260,135 @@ def gpt_checks(data, tmp):
         print(f"gpt {fmt}: {docs} documents, each once and ending in EOD, train + valid")
 
 
+def repeated(data, tmp, copies):
+    """The excerpt `copies` times over as JSON lines, each copy with new ids."""
+    text = os.path.join(tmp, f"x{copies}.jsonl")
+    if os.path.exists(text):
+        return text
+    with open(os.path.join(data, ENWIKI), encoding="utf-8") as f:
+        docs = [json.loads(line) for line in f]
+    with open(text, "w", encoding="utf-8") as f:
+        for r in range(copies):
+            for i, d in enumerate(docs):
+                f.write(json.dumps({"id": f"{r}-{i}", "url": "", "title": d["title"], "text": d["text"]}) + "\n")
+    return text
+
+
+def output_only(out):
+    """files_bytes of every file under out but the work files, manifests without their statistics."""
+    got = {}
+    for root, dirs, names in os.walk(out):
+        dirs[:] = [d for d in dirs if d != ".work"]
+        for name in names:
+            path = os.path.join(root, name)
+            data = open(path, "rb").read()
+            if name == "manifest.json":
+                m = json.loads(data)
+                m.pop("stats", None)
+                m.get("created_by", {}).pop("args", None)
+                data = json.dumps(m, sort_keys=True).encode()
+            got[os.path.relpath(path, out)] = data
+    return got
+
+
+def work_files_checks(data, tmp):
+    """--keep-work gives the same output; failing at each stage boundary, then --resume, too."""
+    vocab = os.path.join(data, "vocab", "bert-base-uncased-vocab.txt")
+    text = os.path.join(data, ENWIKI)
+    runs = {
+        "bert": ["--model", "bert", "-i", text, "--tokenizer", vocab, "--dupe-factor", 2, "--num-shards", 4,
+                 "--valid-fraction", 0.1, "--quiet"],
+        "gpt": ["--model", "gpt", "-i", text, "--tokenizer", os.path.join(data, "vocab", "gpt2-encoder.json"),
+                "--num-shards", 3, "--valid-fraction", 0.1, "--move-chunk-bytes", 200000, "--quiet"],
+    }
+    faults = {"bert": ["tokenized", "instances", "store-freed", "shards"],
+              "gpt": ["tokenized", "gpt-spread-chunk", "store-freed", "shards"]}
+    for model, args in runs.items():
+        ref = os.path.join(tmp, f"work-{model}")
+        run(*args, "-o", ref)
+        want = output_only(ref)
+        if os.path.exists(os.path.join(ref, ".work")):
+            fail(f"{model}: the work directory is left behind")
+        kept = os.path.join(tmp, f"work-{model}-kept")
+        run(*args, "-o", kept, "--keep-work")
+        if output_only(kept) != want:
+            fail(f"{model}: --keep-work changes the output")
+        for fault in faults[model]:
+            out = os.path.join(tmp, f"work-{model}-{fault}")
+            if fault == "shards":
+                run(*args, "-o", out, "--stop-after-shards", 2, rc=1)
+            else:
+                p = subprocess.run([EXE, *map(str, args), "-o", out], capture_output=True, text=True,
+                                   env=dict(os.environ, PRETRAIN_FAULT=f"0:{fault}"))
+                if p.returncode != 1 or "fault injected" not in p.stderr:
+                    fail(f"{model}: PRETRAIN_FAULT=0:{fault} did not end the run: exit {p.returncode} {p.stderr[-300:]}")
+            run(*args, "-o", out, "--resume")
+            if output_only(out) != want:
+                fail(f"{model}: failed at {fault}, resumed: not the uninterrupted output")
+            if os.path.exists(os.path.join(out, ".work")):
+                fail(f"{model}: failed at {fault}, resumed: the work directory is left behind")
+    print("work files: --keep-work gives the same output; failed at each stage boundary, resumed: the same bytes")
+
+
+def disk_used(root):
+    """Bytes of disk (allocated blocks) under root, as du counts them."""
+    total = 0
+    for d, _, names in os.walk(root):
+        for n in names:
+            try:
+                total += os.lstat(os.path.join(d, n)).st_blocks * 512
+            except OSError:
+                pass  # removed while we looked
+    return total
+
+
+def peak_disk(args, out):
+    """Runs the tool polling the disk its output directory takes: (peak, output at the end
+    without the work files)."""
+    peak = [0]
+    p = subprocess.Popen([EXE, *map(str, args), "-o", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def poll():
+        while p.poll() is None:
+            peak[0] = max(peak[0], disk_used(out))
+            time.sleep(0.005)
+    t = threading.Thread(target=poll)
+    t.start()
+    _, err = p.communicate()
+    t.join()
+    if p.returncode != 0:
+        fail(f"{' '.join(map(str, args))}: exit {p.returncode}: {err[-500:]}")
+    return max(peak[0], disk_used(out)), disk_used(out) - disk_used(os.path.join(out, ".work"))
+
+
+def disk_bound_checks(data, tmp):
+    """The disk at its peak holds at most 1.5x the output: the work files go as the stages after
+    them are done (BERT: the store once the instances are made, a spill bucket once its shards are
+    committed; GPT: the store as it is spread, a bucket once its shard is written). The control,
+    --keep-work, is what every run did before: the store, the buckets and the shards at once."""
+    vocab = os.path.join(data, "vocab", "bert-base-uncased-vocab.txt")
+    text = repeated(data, tmp, 4)
+    runs = {
+        "bert seq 128 dupe 5": ["--model", "bert", "-i", text, "--tokenizer", vocab, "--seq-len", 128,
+                                "--dupe-factor", 5, "--num-shards", 16, "--quiet"],
+        "gpt": ["--model", "gpt", "-i", text, "--tokenizer", os.path.join(data, "vocab", "gpt2-encoder.json"),
+                "--num-shards", 16, "--move-chunk-bytes", 1 << 20, "--quiet"],
+    }
+    for name, args in runs.items():
+        out = os.path.join(tmp, "disk-" + name.split()[0])
+        peak, output = peak_disk(args, out)
+        shutil.rmtree(out)
+        kept_peak, _ = peak_disk([*args, "--keep-work"], out + "-kept")
+        shutil.rmtree(out + "-kept")
+        print(f"{name}: peak disk {peak / 1e6:.1f} MB for {output / 1e6:.1f} MB of output ({peak / output:.2f}x); "
+              f"with --keep-work {kept_peak / 1e6:.1f} MB ({kept_peak / output:.2f}x)")
+        if peak > 1.5 * output:
+            fail(f"{name}: the disk held {peak / output:.2f}x the output at its peak, more than 1.5x")
+        if kept_peak < 1.9 * output:
+            fail(f"{name}: the control (--keep-work) peaked at only {kept_peak / output:.2f}x the output: "
+                 "the polling missed the peak, so the bound proves nothing")
+
+
 def bad_input(tmp):
     vocab = os.path.join(tmp, "no-mask-vocab.txt")
     with open(vocab, "w") as f:
@@ -288,6 +424,8 @@ def main():
         bert_checks(data, tmp)
         tokenize_resume_checks(data, tmp)
         gpt_checks(data, tmp)
+        work_files_checks(data, tmp)
+        disk_bound_checks(data, tmp)
 
 
 if __name__ == "__main__":
