@@ -14,6 +14,7 @@
 #include "tokenizer/gpt2_pretokenize.h"
 #include "tokenizer/sentences.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_record.h"
 
 namespace {
 
@@ -54,23 +55,20 @@ uint32_t spelled_bytes(std::string_view kind, const std::string& token) {
   return bytes;
 }
 
-// The tokenizer that made the shards: `path` when given, else the record's first file as it was
-// given (relative to where make-pretraining-shards ran) or beside the manifest, loaded with the
-// recorded options; either must have the vocabulary hash the manifest records. Then each id's bytes
-// (special tokens: none).
+// The tokenizer that made the shards: `path` when given (it must have the vocabulary hash the
+// manifest records), else the one the manifest's record names (tokenizer_record.h). Then each id's
+// bytes (special tokens: none).
 std::vector<uint32_t> token_bytes(const TokenizerInfo& record, const std::string& manifest_path, const std::string& path) {
-  std::string file = path;
-  if (file.empty()) {
-    const std::string& given = record.files.front().path;
-    file = file_exists(given) ? given : path_join(dir_name(manifest_path), given);
-    if (!file_exists(file))
-      throw Error(Where{manifest_path}, cat("the tokenizer that made the shards ('", given, "') is neither here nor beside the manifest"));
+  std::unique_ptr<Tokenizer> tok;
+  if (path.empty()) {
+    tok = load_recorded_tokenizer(record, manifest_path);
+  } else {
+    tok = load_tokenizer(path);
+    if (!record.vocab_hash.empty() && tok->info().vocab_hash != record.vocab_hash)
+      throw UsageError(Where{path}, cat("not the tokenizer that made the shards (vocabulary hash ", tok->info().vocab_hash,
+                                        ", ", manifest_path, " says ", record.vocab_hash, ")"));
   }
-  const std::unique_ptr<Tokenizer> tok =
-      load_tokenizer(file, path.empty() ? tokenizer_options_from_json(record.options, manifest_path) : TokenizerOptions{});
-  if (!record.vocab_hash.empty() && tok->info().vocab_hash != record.vocab_hash)
-    throw UsageError(Where{file}, cat("not the tokenizer that made the shards (vocabulary hash ", tok->info().vocab_hash, ", ",
-                                      manifest_path, " says ", record.vocab_hash, ")"));
+  const std::string file = tok->source();
   const std::string_view kind = tok->kind();
   if (kind != "bpe" && kind != "sentencepiece")
     throw Error(Where{file}, cat("a ", kind, " vocabulary spells no bytes per token (its [UNK] share says how it fits)"));

@@ -12,6 +12,7 @@
 #include "common/manifest.h"
 #include "tokenizer/sentencepiece_model.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_record.h"
 
 namespace pretrain {
 
@@ -27,59 +28,17 @@ struct ShardsTokenizer {
   std::vector<std::string> paths;  // record.files, found here
 };
 
-// A path the record names, as given (relative to where make-pretraining-shards ran, maybe here),
-// else beside the manifest; "" when neither exists.
-std::string resolve(const std::string& given, const std::string& manifest_path) {
-  if (given.empty() || file_exists(given)) return given;
-  const std::string beside = path_join(dir_name(manifest_path), given);
-  return file_exists(beside) ? beside : "";
-}
-
-// From the manifest's tokenizer record: each file found, the same size and xxh3 as when it made
-// the shards, loaded with the recorded options. Nothing (after a warning naming the file or the
-// field, and why) when that cannot be had.
+// From the manifest's tokenizer record (tokenizer_record.h: each file found, unchanged, loaded with
+// the recorded options). Nothing, after a warning naming the file or field and why, when that
+// cannot be had.
 std::optional<ShardsTokenizer> from_record(const std::string& dir, const Manifest& manifest,
                                            const std::string& manifest_path) {
-  const TokenizerInfo& record = manifest.tokenizer;
-  const std::string at = cat("--export ", dir, ": ");
-  if (!record.record_error.empty()) {
-    log_warn(at, manifest_path, ": the tokenizer record cannot be read (", record.record_error, "); model files only");
-    return std::nullopt;
-  }
   ShardsTokenizer t;
-  t.record = record;
+  t.record = manifest.tokenizer;
   try {
-    for (const TokenizerFile& f : record.files) {
-      const std::string path = resolve(f.path, manifest_path);
-      if (path.empty()) {
-        log_warn(at, "the tokenizer that made the shards (", manifest_path, ": ", f.role, " '", f.path,
-                 "') cannot be found; model files only");
-        return std::nullopt;
-      }
-      const uint64_t bytes = file_size(path);
-      const std::string sum = bytes == f.bytes ? hex64(xxh3_file(path)) : std::string();
-      if (bytes != f.bytes || sum != f.xxh3) {
-        log_warn(at, path, " has changed since it made the shards (",
-                 bytes != f.bytes ? cat(bytes, " bytes, ", manifest_path, " says ", f.bytes)
-                                  : cat("xxh3 ", sum, ", ", manifest_path, " says ", f.xxh3),
-                 "); model files only");
-        return std::nullopt;
-      }
-      t.paths.push_back(path);
-    }
-    t.tok = load_tokenizer(t.paths.front(), tokenizer_options_from_json(record.options, manifest_path));
+    t.tok = load_recorded_tokenizer(t.record, manifest_path, &t.paths);
   } catch (const Error& e) {
-    log_warn(at, "the tokenizer that made the shards cannot be loaded again: ", e.what(), "; model files only");
-    return std::nullopt;
-  }
-  // Loaded from the same files in the same roles (a BPE vocabulary finds its merges by name).
-  const TokenizerInfo loaded = t.tok->info();
-  bool same = loaded.kind == record.kind && loaded.vocab_hash == record.vocab_hash &&
-              loaded.files.size() == record.files.size();
-  for (size_t i = 0; same && i < record.files.size(); ++i) same = loaded.files[i].role == record.files[i].role;
-  if (!same) {
-    log_warn(at, t.tok->source(), " is not the tokenizer that made the shards (", loaded.kind, " ", loaded.vocab_hash,
-             ", ", manifest_path, " says ", record.kind, " ", record.vocab_hash, "); model files only");
+    log_warn("--export ", dir, ": ", e.what(), "; model files only");
     return std::nullopt;
   }
   return t;
@@ -103,7 +62,7 @@ std::optional<ShardsTokenizer> from_saved_args(const std::string& dir, const Man
     else if (args[i] == "--no-lowercase") options.lowercase = false;
     else if (args[i] == "--python-compat") options.python_compat = true;
   }
-  const std::string path = resolve(given, manifest_path);
+  const std::string path = find_recorded_file(given, manifest_path);
   if (path.empty()) {
     log_warn(at, "the tokenizer that made the shards (", manifest_path, ": --tokenizer '", given,
              "') cannot be found; model files only");
