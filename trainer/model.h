@@ -1,17 +1,19 @@
 // BERT (Google/NVIDIA: post-LayerNorm, erf GELU, MLM head on the masked positions only, NSP head)
 // and GPT-2 (pre-LayerNorm, causal, tanh GELU, tied LM head), in llm.c's manner: one arena of
 // parameters, one of gradients (same layout), one of activations, and an explicit forward and
-// backward per layer. Every op comes from trainer/kernels.h, every GEMM from trainer/backend.h.
-//
-// Parameter names and layouts are those of the reference implementations, so exported weights
-// load there as they are: HF's BertForPreTraining for BERT (nn.Linear [out, in]), nanoGPT's GPT for
-// GPT-2 (HF's GPT2LMHeadModel after transposing its Conv1D weights).
+// backward per layer. Every op comes from trainer/kernels.h, every GEMM from trainer/backend.h,
+// the linears and the tensor group's collectives from trainer/tensor_parallel/.
 //
 // A Model may be one rank's part of a larger one (ModelShard): tensor parallel cuts every layer's
 // matrices (Megatron's column- and row-parallel linears, the vocabulary-parallel embedding and
 // cross-entropy), pipeline parallel gives the rank some of the layers, in one chunk or, for the
 // interleaved schedule, several. Parameters keep their reference names; each ParamInfo says how
 // the whole tensor is cut, so checkpoints hold whole tensors whatever the layout.
+//
+// The Model's jobs live in files of their own: model_config (presets, FLOPs), model_params (names,
+// shards, initial values), model_plan (the activation arena), model_passes (embeddings, the
+// transformer layer, forward and backward of a chunk), model_heads (BERT's MLM and NSP heads,
+// GPT's LM head); model.cpp puts them together.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -19,77 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "common/model_kind.h"
 #include "trainer/backend.h"
+#include "trainer/model_config.h"
+#include "trainer/model_params.h"
 
 namespace pretrain {
-
-struct ModelConfig {
-  ModelKind kind = ModelKind::bert;
-  std::string name = "custom";
-  int64_t layers = 2, hidden = 128, heads = 2, intermediate = 512;
-  int64_t vocab_size = 0, max_positions = 512, type_vocab_size = 2;
-  float hidden_dropout = 0.1f, attention_dropout = 0.1f;
-  float ln_eps = 1e-12f;
-
-  int64_t head_size() const { return hidden / heads; }
-  // BERT: tiny (2×128), mini (4×256), small (4×512), medium (8×512), base (12×768), large
-  // (24×1024), as Google's BERT release names them. GPT: tiny (2×128), 124M, 350M, 774M, 1.5B.
-  static ModelConfig preset(ModelKind kind, const std::string& name);
-  static std::vector<std::string> preset_names(ModelKind kind);
-  void validate() const;  // throws UsageError
-  std::string describe() const;  // "bert base: 12 layers, hidden 768, 12 heads, vocab 30522"
-};
-
-// How tensor parallel cuts a whole tensor into the group's shards: not at all (a replica on every
-// rank), by rows (column-parallel weights and biases, vocabulary rows, padded with zero rows past
-// the real vocabulary), by columns (row-parallel weights), or as three row blocks cut alike (GPT's
-// fused query/key/value weight and bias, so each rank keeps whole heads of all three).
-enum class Split { none, rows, columns, qkv_rows };
-
-struct ParamInfo {
-  std::string name;
-  std::vector<int64_t> shape;  // this rank's shard
-  int64_t offset = 0, numel = 0;  // in floats, into the parameter (and gradient) arena
-  bool decay = true;              // weight decay applies (not to biases and LayerNorm)
-  std::vector<int64_t> full_shape;  // the whole tensor's, as checkpoints hold it
-  Split split = Split::none;
-  int64_t full_index = 0;  // position in the whole model's parameter list (its initialisation stream)
-  // Counts toward global norms on this rank: a replica only on tensor rank 0; the last pipeline
-  // stage's copy of the word embeddings never (the first stage's counts).
-  bool counted = true;
-  // Under sequence parallelism each tensor rank sees some rows only: the gradients of the
-  // LayerNorms and row-parallel biases in those regions are partial sums over the tensor group.
-  bool sequence_partial = false;
-  // The last pipeline stage's copy of the tied word embeddings (pipeline > 1); same name.
-  bool tied_copy = false;
-};
-
-class TensorGroup;
-
-// This rank's part of the model. The default is the whole model.
-struct ModelShard {
-  int tensor_rank = 0, tensor_size = 1;
-  bool sequence_parallel = false;
-  TensorGroup* tensor = nullptr;  // collectives over the tensor group (needed when tensor_size > 1)
-  // The layers [begin, end) of each model chunk this rank runs (one chunk, or one per virtual
-  // stage); empty: all layers in one chunk.
-  std::vector<std::pair<int64_t, int64_t>> chunks;
-  bool embeddings = true;  // the first chunk starts with the embeddings (pipeline stage 0)
-  bool heads = true;       // the last chunk ends with the heads (the last stage)
-};
-
-// Megatron pads the vocabulary to a multiple of 128 × tensor so every shard is whole and aligned;
-// the padded ids' logits are left out of the softmax, so the padding changes no result.
-int64_t padded_vocab(int64_t vocab, int tensor_size);
-
-// Rows of the (padded) vocabulary each tensor rank holds, and the first id of this rank's.
-struct VocabularyShard {
-  int64_t vocab = 0;  // real ids; those past it (padding) are left out of the softmax
-  int64_t rows = 0;   // this rank's rows
-  int64_t begin = 0;  // its first id
-  static VocabularyShard of(int64_t vocab, const ModelShard& s);
-};
 
 // One micro-batch, as device pointers to int32 tensors (the loader's Batch).
 struct ModelInputs {
@@ -150,9 +86,9 @@ class Model {
   // Rows of the activations passed between pipeline stages: B·T, or B·T / tensor under sequence
   // parallelism (each tensor rank passes its rows); × hidden floats.
   int64_t stage_rows(int64_t B, int64_t T) const;
-  const std::vector<ParamInfo>& params() const { return params_; }
+  const std::vector<ParamInfo>& params() const { return layout_.params; }
   const ParamInfo& param(const std::string& name) const;
-  int64_t num_parameters() const { return num_params_; }
+  int64_t num_parameters() const { return layout_.numel; }
   float* weights() const { return weights_.get(); }
   float* grads() const { return grads_.get(); }
 
@@ -206,11 +142,14 @@ class Model {
   size_t planned_activation_bytes(int64_t B, int64_t T, int64_t P, const std::vector<int>& slots, int64_t K = 1) const;
 
  private:
-  struct Plan;
+  struct Plan;  // the activation arena and the pointers carved from it (model_plan.h)
   struct Acts;
   void lay_out(bool allocate);  // the parameter list and, when allocating, the arenas
+  // model_plan.cpp
   void plan_for(int64_t B, int64_t T, int64_t P, int64_t K, const std::vector<int>& slots);
   size_t carve(Plan& p, float* base, int64_t B, int64_t T, int64_t P, int64_t K, const std::vector<int>& slots) const;
+  int64_t lm_head_rows(int64_t N) const;
+  // model_passes.cpp
   void forward_layer(Acts& a, int64_t l, const ModelInputs& in, uint64_t key, const float* x);
   void backward_layer(Acts& a, int64_t l, const ModelInputs& in, uint64_t key, const float* x, const float* dout,
                       float* dinp);
@@ -219,47 +158,30 @@ class Model {
   void attention_backward(Acts& a, int64_t l, const ModelInputs& in, uint64_t key, const float* datt, float* dqkv);
   void embed_forward(Acts& a, const ModelInputs& in, uint64_t key);
   void embed_backward(Acts& a, const ModelInputs& in, uint64_t key, float* dx);
+  const float* chunk_x(const Acts& a, int c, int64_t layer) const;
+  // model_heads.cpp
   Losses bert_heads(Acts& a, const ModelInputs& in, const float* xL, bool backward, float loss_scale, bool keep_logits);
   Losses gpt_heads(Acts& a, const ModelInputs& in, const float* xL, bool backward, float loss_scale, bool keep_logits);
+
   float* w(const std::string& name) const;
   float* g(const std::string& name) const;
-  const float* chunk_x(const Acts& a, int c, int64_t layer) const;
+  const VocabularyShard& vocab() const { return vocab_; }
+  void notify(int64_t begin, int64_t end) const {
+    if (grads_ready_ && end > begin) grads_ready_(begin, end);
+  }
 
   ModelConfig config_;
   Device device_;
   ModelShard shard_;
   VocabularyShard vocab_;  // this rank's rows of the (padded) vocabulary
-  const VocabularyShard& vocab() const { return vocab_; }
-  std::vector<ParamInfo> params_;
-  int64_t num_params_ = 0;
+  // This rank's parameters in arena order, the layers it holds and each part's arena range (for
+  // the gradient buckets).
+  ShardParams layout_;
   DeviceBuffer<float> weights_, grads_;
   std::unique_ptr<Plan> plan_;
   bool recompute_ = false;
   int64_t lm_rows_ = 0;
-  int64_t lm_head_rows(int64_t N) const;
   GradsReady grads_ready_;
-  // Arena offsets, for the gradient buckets: per layer this rank holds (by its index in layers_) the
-  // range of its parameters; the embeddings' and the heads' ranges.
-  std::vector<int64_t> layers_;  // the global layer indices this rank holds, chunk by chunk
-  std::vector<std::pair<int64_t, int64_t>> layer_range_;
-  std::pair<int64_t, int64_t> embed_range_{0, 0}, head_range_{0, 0};
-  void notify(int64_t begin, int64_t end) const {
-    if (grads_ready_ && end > begin) grads_ready_(begin, end);
-  }
 };
-
-// FLOPs of one training step (forward + backward) on one sample, PaLM's appendix B count:
-// 6 × (matmul parameters touched per token) per token plus 12 · layers · hidden · seq for
-// attention's score and value products; BERT's MLM head (dense + decoder) counts on masked
-// positions only. `masked` = average masked positions per sample; `instances` = NSP heads per
-// sample (a packed row of seq_len tokens runs the pooler and NSP head once per instance it holds).
-double train_flops_per_sample(const ModelConfig& c, int64_t seq_len, double masked, double instances = 1);
-
-// The parameter list of the whole model (names, whole shapes, cuts), in arena order.
-std::vector<ParamInfo> whole_model_params(const ModelConfig& c);
-// Tensor rank `rank`'s shard of a whole tensor (whole: p.full_shape, shard: p.shape), and back:
-// its part of the whole written from its shard (padding rows past the whole are dropped).
-void take_shard(const ParamInfo& p, const float* whole, float* shard, int rank, int size);
-void put_shard(const ParamInfo& p, const float* shard, float* whole, int rank, int size);
 
 }  // namespace pretrain

@@ -27,7 +27,7 @@
 #include "trainer/parallel/grid.h"
 #include "trainer/parallel/memory_plan.h"
 #include "trainer/parallel/pipeline.h"
-#include "trainer/parallel/tensor_group.h"
+#include "trainer/tensor_parallel/tensor_group.h"
 #include "trainer/safetensors.h"
 
 namespace pretrain {

@@ -1,4 +1,4 @@
-// The tensor-parallel layers (trainer/parallel/layers.h) against the single-rank layer, forward and
+// The tensor-parallel layers (trainer/tensor_parallel/layers.h) against the single-rank layer, forward and
 // backward, at tensor 2 and 4, with and without sequence parallelism: column- and row-parallel
 // linears, the vocabulary-parallel embedding and cross-entropy (and its accuracy count). Run by ctest under
 // `mpirun -np 4` (label "mpi"): the world splits into groups of 2 and of 4, every rank computes
@@ -16,8 +16,8 @@
 #include "fixtures.h"
 #include "trainer/backend.h"
 #include "trainer/kernels.h"
-#include "trainer/parallel/layers.h"
-#include "trainer/parallel/tensor_group.h"
+#include "trainer/tensor_parallel/layers.h"
+#include "trainer/tensor_parallel/tensor_group.h"
 
 namespace pretrain::layers_mpi_test {
 namespace {

@@ -1,10 +1,10 @@
-// The layers of trainer/parallel/layers.h on one rank (a group of one: the layer the model runs
+// The layers of trainer/tensor_parallel/layers.h on one rank (a group of one: the layer the model runs
 // without tensor parallelism), against their definitions in double precision: the linear layer
 // with and without its bias, with either GELU, and its backward pass (the input gradient written
 // or accumulated, the weight and bias gradients accumulated); the embedding's backward pass
 // through its row groups; and gather_rows / reduce_rows, which leave a group of one's rows alone.
 // Split over 2 and 4 ranks, each against this single-rank layer: layers_mpi_test.cpp.
-#include "trainer/parallel/layers.h"
+#include "trainer/tensor_parallel/layers.h"
 
 #include <gtest/gtest.h>
 

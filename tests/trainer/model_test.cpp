@@ -1,7 +1,9 @@
-// The models on the CPU backend: gradients against finite differences of the loss, the same bits
-// at 1 and 2 threads, --recompute, shorter steps carved out of a larger plan, GPT's LM head in
-// chunks, training that lowers the loss, reduced-precision GEMMs, packed BERT batches.
-// (Equality with PyTorch is tests/compat/test_trainer_torch.py.)
+// The models' forward and backward passes on the CPU backend (trainer/model_passes.cpp with the
+// rest of the Model): gradients against finite differences of the loss, the same bits at 1 and 2
+// threads, training that lowers the loss, reduced-precision GEMMs, an overflowed step, the ranges
+// data parallel reduces while the backward pass goes on, packed BERT batches. (The activation plan:
+// model_plan_test.cpp; the heads: model_heads_test.cpp; equality with PyTorch:
+// tests/compat/test_trainer_torch.py.)
 #include <gtest/gtest.h>
 
 #include <tbb/global_control.h>
@@ -20,35 +22,7 @@ namespace {
 using pretrain::testing::tiny_model;
 const Device kCpu{};
 
-// A fixed batch of host int32 tensors (the CPU backend reads host memory).
-struct Data {
-  int64_t B = 3, T = 8, P = 3;
-  std::vector<int32_t> ids, types, mask, positions, mlm_ids, nsp, targets;
-  explicit Data(uint32_t seed, int64_t tokens = 8) : T(tokens) {
-    std::mt19937 gen(seed);
-    auto id = [&] { return int32_t(gen() % 20) + 3; };
-    for (int64_t i = 0; i < B * T; ++i) ids.push_back(id()), targets.push_back(id());
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) {
-        types.push_back(t >= T / 2 ? 1 : 0);
-        mask.push_back(b == 1 && t >= T - 2 ? 0 : 1);  // sample 1 ends in two padding tokens
-      }
-    positions = {1, 4, 6, 2, 3, 0, 5, 0, 0};  // sample 0: three predictions, 1: two, 2: one
-    mlm_ids = {5, 6, 7, 8, 9, 0, 10, 0, 0};
-    nsp = {0, 1, 1};
-  }
-  ModelInputs inputs(ModelKind kind) const {
-    ModelInputs in;
-    in.B = B, in.T = T, in.ids = ids.data();
-    if (kind == ModelKind::gpt) {
-      in.targets = targets.data();
-    } else {
-      in.types = types.data(), in.mask = mask.data(), in.P = P;
-      in.mlm_positions = positions.data(), in.mlm_ids = mlm_ids.data(), in.nsp_labels = nsp.data();
-    }
-    return in;
-  }
-};
+using Data = pretrain::testing::TinyBatch;
 
 class ModelTest : public ::testing::TestWithParam<ModelKind> {};
 
@@ -97,101 +71,6 @@ std::vector<float> gradients_with_threads(ModelKind kind, int threads) {
 
 TEST_P(ModelTest, SameBitsAtOneAndTwoThreads) {
   EXPECT_EQ(gradients_with_threads(GetParam(), 1), gradients_with_threads(GetParam(), 2));
-}
-
-// --recompute refills the GELU outputs and the attention probabilities (dropout on, so the masks
-// are drawn again too) in the backward pass: the same loss and gradient bits, with less memory —
-// at least the per-layer probability tensors the scratch pair replaces.
-TEST_P(ModelTest, RecomputeGivesTheSameBitsWithLessMemory) {
-  ModelConfig c = tiny_model(GetParam());
-  c.hidden_dropout = c.attention_dropout = 0.1f;
-  c.layers = 3;
-  const Data data(4);
-  auto run = [&](bool recompute, size_t* bytes) {
-    Model model(c, kCpu);
-    model.set_recompute(!recompute);  // toggled after a step too: the plan must follow
-    model.init_weights(5);
-    model.zero_grads();
-    model.step(data.inputs(GetParam()), true, 1.0f, 17);
-    model.set_recompute(recompute);
-    model.zero_grads();
-    const Losses l = model.step(data.inputs(GetParam()), true, 1.0f, 17);
-    *bytes = model.activation_bytes();
-    std::vector<float> g(model.grads(), model.grads() + model.num_parameters());
-    g.push_back(float(l.total));
-    return g;
-  };
-  size_t kept = 0, recomputed = 0;
-  EXPECT_EQ(run(false, &kept), run(true, &recomputed));
-  // Per layer but one (the scratch): the GELU output and the probabilities before and after dropout.
-  const size_t gelu = size_t(data.B * data.T * c.intermediate), probs = size_t(data.B * c.heads * data.T * data.T);
-  ASSERT_EQ((gelu % 64) + (probs % 64), 0u);  // the arena's 64-float alignment adds nothing
-  EXPECT_EQ(kept - recomputed, (size_t(c.layers) - 1) * (gelu + 2 * probs) * sizeof(float));
-}
-
-// LDDL-binned batches change the sequence length from step to step: a model planned for the
-// longest carves a shorter step out of the same arena (no allocation) and computes exactly what a
-// model that only ever saw the shorter step does.
-TEST_P(ModelTest, AShorterStepIsCarvedOutOfTheLargerPlan) {
-  const ModelConfig c = tiny_model(GetParam());
-  const Data longer(4, 16), shorter(5, 8);
-  auto step = [&](Model& model, const Data& data) {
-    model.zero_grads();
-    const Losses l = model.step(data.inputs(GetParam()), true, 1.0f, 0);
-    std::vector<float> g(model.grads(), model.grads() + model.num_parameters());
-    g.push_back(float(l.total));
-    return g;
-  };
-  Model fresh(c, kCpu), reused(c, kCpu);
-  fresh.init_weights(5);
-  reused.init_weights(5);
-  const std::vector<float> expected = step(fresh, shorter);
-  step(reused, longer);
-  const size_t longer_bytes = reused.activation_bytes();
-  const size_t allocated = device_bytes_allocated().now;
-  EXPECT_EQ(step(reused, shorter), expected);
-  EXPECT_EQ(device_bytes_allocated().now, allocated) << "the shorter step allocated (or freed) memory";
-  EXPECT_LT(reused.activation_bytes(), longer_bytes);
-  EXPECT_EQ(reused.activation_bytes(), fresh.activation_bytes());
-  EXPECT_EQ(step(reused, longer).size(), expected.size());  // and back to the longest: still no reallocation
-  EXPECT_EQ(device_bytes_allocated().now, allocated);
-}
-
-// GPT's LM head in chunks of 5 rows (24 tokens: the last chunk partial) against one chunk: the
-// same losses, logits and gradients (the wte gradient sums its chunks in another order), and the
-// logits buffer holds 5 rows instead of 24.
-TEST(GptLmHead, ChunksOfRowsGiveTheSameStep) {
-  const Data data(6);
-  auto run = [&](int64_t rows, std::vector<float>* logits, size_t* bytes) {
-    Model model(tiny_model(ModelKind::gpt), kCpu);
-    model.set_lm_head_rows(rows);
-    model.init_weights(8);
-    model.zero_grads();
-    const Losses l = model.step(data.inputs(ModelKind::gpt), true, 1.0f, 0, true);
-    *logits = model.logits();
-    *bytes = model.activation_bytes();
-    std::vector<float> g(model.grads(), model.grads() + model.num_parameters());
-    g.push_back(float(l.total));
-    return g;
-  };
-  std::vector<float> whole_logits, chunked_logits;
-  size_t whole_bytes = 0, chunked_bytes = 0;
-  const std::vector<float> whole = run(0, &whole_logits, &whole_bytes), chunked = run(5, &chunked_logits, &chunked_bytes);
-  // OpenBLAS may round a product differently with the GEMM's row count (its AMD EPYC kernels do:
-  // rows 0-4 of a 5-row sgemm differ in the last bit from the same rows of a 12-row one), so the
-  // chunks' logits and loss are equal up to that rounding, not bit for bit.
-  ASSERT_EQ(whole_logits.size(), chunked_logits.size());
-  for (size_t i = 0; i < whole_logits.size(); ++i)
-    EXPECT_NEAR(whole_logits[i], chunked_logits[i], 1e-6 * (1 + std::fabs(whole_logits[i]))) << "logit " << i;
-  EXPECT_NEAR(whole.back(), chunked.back(), 1e-6 * std::fabs(whole.back())) << "the loss";
-  ASSERT_EQ(whole.size(), chunked.size());
-  double scale = 0, err = 0;
-  for (size_t i = 0; i < whole.size(); ++i) scale = std::max(scale, double(std::fabs(whole[i])));
-  for (size_t i = 0; i < whole.size(); ++i) err = std::max(err, double(std::fabs(whole[i] - chunked[i])));
-  EXPECT_LE(err, 1e-6 * scale);
-  const int64_t V = tiny_model(ModelKind::gpt).vocab_size, N = data.B * data.T;
-  const auto floats = [](int64_t n) { return size_t((n + 63) / 64 * 64); };
-  EXPECT_EQ(whole_bytes - chunked_bytes, (floats(N * V) - floats(5 * V)) * sizeof(float));
 }
 
 TEST_P(ModelTest, TrainingOnOneBatchLowersTheLoss) {

@@ -1,8 +1,8 @@
-// TensorGroup (trainer/parallel/tensor_group.h) on CPU tensors over real ranks: ctest runs this
+// TensorGroup (trainer/tensor_parallel/tensor_group.h) on CPU tensors over real ranks: ctest runs this
 // under `mpirun -np 4` (label "mpi"); the world splits into groups of 1, 2 and 4. Sums, maxima,
 // gathers in rank order and reduce-scatters of each rank's block, with values whose sums are exact;
 // a group of one leaves its tensors alone and copies where a gather or scatter would.
-#include "trainer/parallel/tensor_group.h"
+#include "trainer/tensor_parallel/tensor_group.h"
 
 #include <gtest/gtest.h>
 

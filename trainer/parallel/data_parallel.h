@@ -17,7 +17,7 @@
 #include "trainer/optimizer.h"
 #include "trainer/parallel/grid.h"
 #include "trainer/parallel/reducer.h"
-#include "trainer/parallel/tensor_group.h"
+#include "trainer/tensor_parallel/tensor_group.h"
 
 namespace pretrain {
 

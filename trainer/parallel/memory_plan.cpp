@@ -19,7 +19,7 @@ constexpr size_t kFloat = sizeof(float);
 double all_reduce_sent(double bytes, int n) { return n > 1 ? 2.0 * (n - 1) / n * bytes : 0; }
 double gather_sent(double bytes, int n) { return n > 1 ? double(n - 1) / n * bytes : 0; }
 
-// What one micro-batch makes this rank send over its tensor group (trainer/model.cpp's
+// What one micro-batch makes this rank send over its tensor group (trainer/model_passes.cpp's
 // gather_rows / reduce_rows / vocab_cross_entropy calls, pass by pass). Without sequence
 // parallelism every region change is an all-reduce of N × C; with it, an all-gather before the
 // column-parallel GEMM and a reduce-scatter after the row-parallel one, which move as much.

@@ -1,4 +1,4 @@
-#include "trainer/parallel/layers.h"
+#include "trainer/tensor_parallel/layers.h"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "trainer/parallel/tensor_group.h"
+#include "trainer/tensor_parallel/tensor_group.h"
 
 namespace pretrain {
 
@@ -35,6 +35,24 @@ void linear_backward(const Device& d, float* dinp, bool accumulate, float* dW, f
   if (dinp) gemm(d, false, false, N, IC, OC, 1.0f, dout, OC, W, IC, accumulate ? 1.0f : 0.0f, dinp, IC);
   gemm(d, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dW, IC);
   bias_backward(d, db, dout, N, OC, scratch);
+}
+
+void layernorm(const Device& d, float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+               int64_t N, int64_t C, float eps) {
+  launch(d, N, LayerNormForward{out, mean, rstd, inp, w, b, C, eps});
+}
+
+void layernorm_backward(const Device& d, float* dinp, bool accumulate, float* dw, float* db, const float* dout,
+                        const float* inp, const float* w, const float* mean, const float* rstd, int64_t N, int64_t C,
+                        float* scratch) {
+  launch(d, row_chunks(N) * C, LayerNormParamPartials{scratch, dout, inp, mean, rstd, N, C});
+  launch(d, C, AddColumnPartials{dw, scratch, row_chunks(N), C});
+  launch(d, C, AddColumnPartials{db, scratch + row_chunks(N) * C, row_chunks(N), C});
+  launch(d, N, LayerNormBackward{dinp, dout, inp, w, mean, rstd, C, accumulate});
+}
+
+void dropout(const Device& d, float* x, int64_t n, uint64_t key, float p, int64_t offset) {
+  if (key != 0 && p > 0) launch(d, n, Dropout{x, x, key, p, offset});
 }
 
 const float* gather_rows(const Device&, const ModelShard& s, const float* region, float* full, int64_t N, int64_t C) {

@@ -1,6 +1,8 @@
 // Megatron-LM's tensor-parallel layers (megatron/core/tensor_parallel/layers.py, mappings.py,
-// cross_entropy.py), written once over the backend's ops and a TensorGroup, and the plain linear
-// layer they are cut from. The model (trainer/model.cpp) builds its transformer from these;
+// cross_entropy.py), written once over the backend's ops and a TensorGroup, and the plain linear,
+// LayerNorm and dropout layers of one rank they are cut from or sit between. The model
+// (trainer/model_passes.cpp, model_heads.cpp) builds its transformer from these; they know nothing
+// of the grid, the pipeline or data parallelism (trainer/parallel/, which uses the model);
 // tests/trainer/layers_mpi_test.cpp checks each against the single-rank layer, forward and
 // backward, at tensor 2 and 4.
 //
@@ -14,7 +16,7 @@
 #include <cstdint>
 
 #include "trainer/backend.h"
-#include "trainer/model.h"
+#include "trainer/model_params.h"
 
 namespace pretrain {
 
@@ -35,6 +37,18 @@ void bias_backward(const Device& d, float* db, const float* dout, int64_t N, int
 // (through `scratch`, bias_scratch_floats(N, OC) floats).
 void linear_backward(const Device& d, float* dinp, bool accumulate, float* dW, float* db, const float* dout,
                      const float* inp, const float* W, int64_t N, int64_t IC, int64_t OC, float* scratch);
+// LayerNorm over rows of C: out = (x − mean) · rstd · w + b, keeping mean and rstd [N].
+void layernorm(const Device& d, float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+               int64_t N, int64_t C, float eps);
+// dinp (= or += with accumulate) the input gradient; dw, db += the parameter gradients, through
+// `scratch` (2 · bias_scratch_floats(N, C) floats: dw's partial sums, then db's).
+void layernorm_backward(const Device& d, float* dinp, bool accumulate, float* dw, float* db, const float* dout,
+                        const float* inp, const float* w, const float* mean, const float* rstd, int64_t N, int64_t C,
+                        float* scratch);
+// In place, n elements: dropout with probability p under `key` (kernels::Dropout; key 0 or p 0:
+// nothing). offset: the index of x[0] in the whole tensor, so every layout draws the same mask.
+// The backward pass is the same call on the gradient.
+void dropout(const Device& d, float* x, int64_t n, uint64_t key, float p, int64_t offset = 0);
 
 // ---------------------------------------------------------------- region ↔ whole rows
 // The whole N rows (× C) of a region: all-gathered into `full` under sequence parallelism, the

@@ -1,4 +1,4 @@
-#include "trainer/parallel/tensor_group.h"
+#include "trainer/tensor_parallel/tensor_group.h"
 
 namespace pretrain {
 
