@@ -68,3 +68,19 @@ if(NOT PRETRAIN_CUDA STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "pretrain: CUDA backend ${PRETRAIN_HAVE_CUDA}")
+
+# cuDNN's fused attention (trainer/ops/attention_cudnn.cu): cudnn.h (the CUDA toolkit's, or
+# PRETRAIN_CUDNN_INCLUDE_DIR) and NVIDIA's header-only cudnn-frontend, which scripts/setup_deps.sh
+# unpacks into .venv/cudnn-frontend/include from PyPI's nvidia-cudnn-frontend. No link dependency:
+# the frontend opens libcudnn.so.9 at run time (its dynamic loading), so a binary built here starts
+# where cuDNN is missing and its attention falls back to batched GEMMs (trainer/ops/attention.h).
+set(PRETRAIN_CUDNN AUTO CACHE STRING "cuDNN fused attention: AUTO (on when CUDA, cudnn.h and cudnn-frontend are found) or OFF")
+set(PRETRAIN_HAVE_CUDNN OFF)
+if(PRETRAIN_HAVE_CUDA AND NOT PRETRAIN_CUDNN STREQUAL "OFF")
+  find_path(PRETRAIN_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_path(PRETRAIN_CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h HINTS ${PROJECT_SOURCE_DIR}/.venv/cudnn-frontend/include)
+  if(PRETRAIN_CUDNN_INCLUDE_DIR AND PRETRAIN_CUDNN_FRONTEND_INCLUDE_DIR)
+    set(PRETRAIN_HAVE_CUDNN ON)
+  endif()
+endif()
+message(STATUS "pretrain: cuDNN fused attention ${PRETRAIN_HAVE_CUDNN}")
