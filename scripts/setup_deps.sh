@@ -78,6 +78,26 @@ fi
 
 if [[ -x /usr/local/cuda/bin/nvcc ]]; then
   echo "setup_deps: CUDA toolkit found at /usr/local/cuda (the CUDA backend will be built)"
+  # cudnn-frontend (NVIDIA's header-only C++ API to cuDNN's fused attention) from its PyPI wheel,
+  # headers only, into .venv/cudnn-frontend/include, where CMake looks (cmake/PretrainDependencies.cmake).
+  # The wheel's Python module is not installed: any CPython wheel of the version carries the same headers.
+  frontend=nvidia-cudnn-frontend==1.32.0
+  stamp=.venv/cudnn-frontend/.version
+  if [[ ! -f $stamp || $(cat "$stamp") != "$frontend" ]]; then
+    echo "setup_deps: $frontend headers into .venv/cudnn-frontend"
+    tmp=$(mktemp -d -t setup_deps-cudnn-frontend.XXXXXX)
+    /usr/bin/python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "$frontend"
+    rm -rf .venv/cudnn-frontend
+    mkdir -p .venv/cudnn-frontend
+    /usr/bin/python3 - "$tmp" .venv/cudnn-frontend <<'PY'
+import glob, sys, zipfile
+wheel = glob.glob(sys.argv[1] + "/nvidia_cudnn_frontend-*.whl")[0]
+with zipfile.ZipFile(wheel) as z:
+    z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("include/")])
+PY
+    rm -rf "$tmp"
+    echo "$frontend" > "$stamp"
+  fi
 else
   echo "setup_deps: no CUDA toolkit at /usr/local/cuda (CPU-only build)"
 fi
