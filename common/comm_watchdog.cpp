@@ -74,12 +74,12 @@ CommWatchdog::Call::Call(CommWatchdog& w, const char* operation, const char* gro
     Slot& s = w.slots_[i];
     if (s.busy.load(std::memory_order_relaxed) || s.busy.exchange(true, std::memory_order_acquire)) continue;
     hint = i;
-    // A reader that sees these fields and then looks at since_ns again sees at least the 0 the
-    // slot's last call left there.
-    std::atomic_thread_fence(std::memory_order_release);
-    s.operation.store(operation, std::memory_order_relaxed);
-    s.group.store(group, std::memory_order_relaxed);
-    s.peer.store(peer, std::memory_order_relaxed);
+    // Release stores (plain moves on x86; no fences, which TSan cannot model): a reader that
+    // sees one of these fields and then looks at since_ns again sees at least the 0 the slot's
+    // last call left there.
+    s.operation.store(operation, std::memory_order_release);
+    s.group.store(group, std::memory_order_release);
+    s.peer.store(peer, std::memory_order_release);
     s.since_ns.store(std::max<int64_t>(1, w.clock_()), std::memory_order_release);
     slot_ = &s;
     return;
@@ -132,10 +132,10 @@ bool CommWatchdog::check() {
   for (Slot& s : slots_) {
     const int64_t t = s.since_ns.load(std::memory_order_acquire);
     if (t == 0 || now - t < timeout || (since && t >= since)) continue;
-    const char* op = s.operation.load(std::memory_order_relaxed);
-    const char* g = s.group.load(std::memory_order_relaxed);
-    const int p = s.peer.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
+    // Acquire loads keep the second look at since_ns after them.
+    const char* op = s.operation.load(std::memory_order_acquire);
+    const char* g = s.group.load(std::memory_order_acquire);
+    const int p = s.peer.load(std::memory_order_acquire);
     if (s.since_ns.load(std::memory_order_relaxed) != t) continue;  // it ended while we read it
     since = t, operation = op, group = g ? g : "?", peer = p;
   }
