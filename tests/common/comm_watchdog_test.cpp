@@ -122,20 +122,21 @@ TEST(CommWatchdog, NestedCallsExpireOnTheOldest) {
 // call made then is watched).
 TEST(CommWatchdog, ConcurrentCallsFromSeveralThreads) {
   Fixture f;
-  std::atomic<int> running{4};
+  // The threads call until the checker has looked 1000 times while they ran (on a loaded machine
+  // a fixed count of calls could end before the checker's first look).
+  std::atomic<int> running{4}, checks{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&] {
-      for (int i = 0; i < 20000; ++i) {
+      for (int i = 0; i < 20000 || checks.load() < 1000; ++i) {
         const CommWatchdog::Call a(f.watchdog, "all-reduce", kData);
         const CommWatchdog::Call b(f.watchdog, "send to", kData, 0);
       }
       --running;
     });
-  int checks = 0;
   for (; running > 0; ++checks) EXPECT_FALSE(f.watchdog.check());
   for (std::thread& t : threads) t.join();
-  EXPECT_GT(checks, 0);
+  EXPECT_GE(checks.load(), 1000);
   f.wait(1e4);
   EXPECT_FALSE(f.watchdog.check());
   std::vector<std::unique_ptr<CommWatchdog::Call>> many;

@@ -1,5 +1,5 @@
 // The attention op's CPU path (flash attention's algorithm, the reference) and the choice of path
-// (ops/attention.h). The CUDA paths: attention_cuda.cu (fallback, choice), attention_cudnn.cu.
+// (ops/attention.h). The CUDA paths: attention_cuda.cu (fallback, choice), attention_cudnn.cpp.
 #include "trainer/ops/attention.h"
 
 #include <algorithm>

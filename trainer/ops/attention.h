@@ -10,7 +10,7 @@
 //    Tested against the unfused ops in double (scores GEMM, masked softmax, values GEMM and their
 //    gradients) on BERT's padding mask, GPT's causal mask and a packed row's block-diagonal mask
 //    (tests/trainer/attention_test.cpp).
-//  - CUDA, cuDNN's fused SDPA (attention_cudnn.cu, through cudnn-frontend; flash attention on
+//  - CUDA, cuDNN's fused SDPA (attention_cudnn.cpp, through cudnn-frontend; flash attention on
 //    Hopper): bf16 in and out, fp32 statistics; GPT's causal mask as cuDNN's causal mask; BERT's
 //    padding (input_mask, real tokens first) as cuDNN's padding mask from per-row sequence lengths;
 //    packed rows' block-diagonal mask as an additive bias tensor [B, 1, T, T] of 0 / −10000 built

@@ -1,6 +1,6 @@
 // Attention on CUDA (the op: attention.h): which path runs, and the fallback.
 //
-// The choice, per call: cuDNN's fused SDPA (attention_cudnn.cu) for bf16 when the build has it,
+// The choice, per call: cuDNN's fused SDPA (attention_cudnn.cpp) for bf16 when the build has it,
 // libcudnn.so.9 opens, and both of this shape's graphs build; else the fallback, with one warning
 // per reason (stderr and Attention::warnings()). A shape's choice is made once, for the forward
 // and the backward together, so a dropout mask is never drawn by one RNG and used by the other.

@@ -9,6 +9,9 @@
 // read in place: Q, K and V [B, NH, T, HS] with strides (3TC, HS, 3C, 1) from qkv, qkv + C and
 // qkv + 2C (llm.c's cudnn_att.cpp reads them so); O and dO [B, NH, T, HS] with strides (TC, HS, C,
 // 1); the statistics (log Σ exp, natural log) fp32 [B, NH, T, 1] — the op's lse.
+// Host code (C++ compiler, once): nvcc would run cudnn-frontend's templates through its front end
+// once per GPU architecture, minutes of every build; the masks' kernels are attention_cudnn_cuda.cu.
+#include <cuda_runtime.h>
 #include <cudnn_frontend.h>
 #include <dlfcn.h>
 
@@ -20,7 +23,7 @@
 
 #include "trainer/ops/attention.h"
 #include "trainer/ops/attention_cudnn_internal.h"
-#include "trainer/ops/cuda_util.cuh"
+#include "common/cuda_check.h"
 
 namespace cudnn_frontend {
 void* cudnn_dlhandle = nullptr;  // cudnn-frontend's dynamic loading reads the library from here
@@ -29,6 +32,8 @@ void* cudnn_dlhandle = nullptr;  // cudnn-frontend's dynamic loading reads the l
 namespace pretrain::ops::cudnn {
 namespace fe = cudnn_frontend;
 namespace {
+
+cudaStream_t stream_of(const Device& d) { return static_cast<cudaStream_t>(d.stream); }
 
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV, kSeqQ, kSeqKV, kBias, kSeed, kOffset };
 
@@ -132,24 +137,6 @@ bool build(fe::graph::Graph& g, cudnnHandle_t handle, std::string& why) {
          ok(g.check_support(handle)) && ok(g.build_plans(handle));
 }
 
-__global__ void sequence_lengths_kernel(int32_t* lengths, const int32_t* mask, int64_t B, int64_t T) {
-  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (b >= B) return;
-  int32_t n = 0;
-  for (int64_t t = 0; t < T; ++t) n += mask[b * T + t] != 0;
-  lengths[b] = n;
-}
-
-__global__ void packed_bias_kernel(bf16* bias, const int32_t* ids, int64_t B, int64_t T) {
-  const int64_t n = B * T * T;
-  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < n; x += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t b = x / (T * T), i = x / T % T, j = x % T;
-    bias[x] = bf16::from_float(kernels::key_mask_score(ids + b * T, i, j));
-  }
-}
-
-__global__ void seed_kernel(int64_t* rng, uint64_t seed, uint64_t offset) { rng[0] = int64_t(seed), rng[1] = int64_t(offset); }
-
 }  // namespace
 
 struct Sdpa {
@@ -174,7 +161,7 @@ struct Sdpa {
   template <typename X>
   X* grow(X*& p, int64_t& have, int64_t want) {
     if (want <= have) return p;
-    cuda_check(cudaStreamSynchronize(cuda::stream_of(d)), "cudaStreamSynchronize");
+    cuda_check(cudaStreamSynchronize(stream_of(d)), "cudaStreamSynchronize");
     if (p) cudaFree(p);
     cuda_check(cudaMalloc(&p, size_t(want) * sizeof(X)), "cudaMalloc (cuDNN attention)");
     have = want;
@@ -183,24 +170,22 @@ struct Sdpa {
   // The inputs a mask needs, written on the device; the variant pack's entries for them.
   void mask_inputs(const AttentionShape& s, const int32_t* key_mask, uint64_t seed, uint64_t offset,
                    std::unordered_map<int64_t, void*>& pack) {
-    cudaStream_t stream = cuda::stream_of(d);
+    void* stream = d.stream;
     if (s.mask == AttentionMask::padding) {
       grow(lengths, lengths_n, s.B);
-      sequence_lengths_kernel<<<unsigned(cuda::ceil_div(s.B, 128)), 128, 0, stream>>>(lengths, key_mask, s.B, s.T);
+      write_sequence_lengths(lengths, key_mask, s.B, s.T, stream);
       pack[kSeqQ] = pack[kSeqKV] = lengths;
     } else if (s.mask == AttentionMask::packed) {
       grow(bias, bias_n, s.B * s.T * s.T);
-      packed_bias_kernel<<<unsigned(std::min<int64_t>(cuda::ceil_div(s.B * s.T * s.T, 256), 4096)), 256, 0, stream>>>(
-          bias, key_mask, s.B, s.T);
+      write_packed_bias(bias, key_mask, s.B, s.T, stream);
       pack[kBias] = bias;
     }
     if (s.dropout > 0) {
       int64_t have = rng ? 2 : 0;
       grow(rng, have, 2);
-      seed_kernel<<<1, 1, 0, stream>>>(rng, seed, offset);
+      write_rng_state(rng, seed, offset, stream);
       pack[kSeed] = rng, pack[kOffset] = rng + 1;
     }
-    cuda::check_launch("cuDNN attention inputs");
   }
 };
 
@@ -213,7 +198,7 @@ Sdpa* sdpa_create(const Device& d, bool deterministic, std::string& why) {
   }
   auto s = std::make_unique<Sdpa>(d, deterministic);
   if (fe::detail::create_handle(&s->handle) != CUDNN_STATUS_SUCCESS ||
-      fe::detail::set_stream(s->handle, cuda::stream_of(d)) != CUDNN_STATUS_SUCCESS) {
+      fe::detail::set_stream(s->handle, stream_of(d)) != CUDNN_STATUS_SUCCESS) {
     s->handle = nullptr;
     why = "cudnnCreate failed";
     return nullptr;
