@@ -41,13 +41,8 @@ MegatronDType megatron_optimal_dtype(int64_t vocab_size) {
   return vocab_size < 65500 ? MegatronDType::u16 : MegatronDType::i32;
 }
 
-static bool ends_with(const std::string& s, const char* suffix) {
-  size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
 std::string megatron_prefix(const std::string& path) {
-  if (ends_with(path, ".bin") || ends_with(path, ".idx")) return path.substr(0, path.size() - 4);
+  if (path.ends_with(".bin") || path.ends_with(".idx")) return path.substr(0, path.size() - 4);
   return path;
 }
 std::string megatron_bin_path(const std::string& prefix) { return prefix + ".bin"; }

@@ -35,10 +35,6 @@ static const char* kind_name(ShardKind k) {
   return "?";
 }
 
-static bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // By content, not name: HDF5 signature, MMIDIDX, llm.c magic; else documents (the doc reader
 // recognises plain, zstd and bz2 itself and reports what it cannot read).
 static ShardKind detect_kind(const std::string& path) {
@@ -62,7 +58,7 @@ static ShardKind detect_kind(const std::string& path) {
     std::memcpy(&magic, head.data(), 4);
     if (magic == kLlmcMagicGpt2 || magic == kLlmcMagicLlama3) return ShardKind::llmc;
   }
-  if (ends_with(path, ".bin") && file_exists(megatron_idx_path(megatron_prefix(path)))) return ShardKind::megatron;
+  if (path.ends_with(".bin") && file_exists(megatron_idx_path(megatron_prefix(path)))) return ShardKind::megatron;
   return ShardKind::docs;
 }
 

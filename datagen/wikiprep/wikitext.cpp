@@ -49,8 +49,6 @@ size_t find_byte(const char* data, size_t i, size_t n) {
 
 inline bool is_blank(char c) { return c == ' ' || c == '\t'; }
 inline char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
-inline bool is_ascii_alpha(char c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
-inline bool is_ascii_alnum(char c) { return is_ascii_alpha(c) || (c >= '0' && c <= '9'); }
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (is_blank(s.front()) || s.front() == '\n')) s.remove_prefix(1);

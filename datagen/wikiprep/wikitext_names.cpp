@@ -91,10 +91,6 @@ constexpr bool entities_sorted() {
 }
 static_assert(entities_sorted(), "kEntities must be sorted for binary search");
 
-bool is_ascii_alnum(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-bool is_hex(char c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f'); }
 
 // The code point of the entity at the start of `text` ("amp;", "#160;", "#x2014;": the part after
 // '&'), with the bytes it took including ';'; 0 bytes when it is none.
