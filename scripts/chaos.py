@@ -14,6 +14,10 @@
   mpi       a random rank of a 4-rank run (BERT and GPT data parallel, and 3D grids: tensor x pipeline,
             pipeline x data) SIGKILLed at a random moment: every rank ends within 30 s, the output names
             the rank, and --resume gives the uninterrupted weights and losses bitwise.
+  net       faults between hosts (scripts/chaos_net.py): BERT data parallel on 2 network-namespace
+            hosts, a link down, a host killed, 100% loss for seconds: the job rides a short outage out
+            or ends within its timeout naming the lost host, never hangs, never leaves a half
+            checkpoint, and --resume on the surviving host is the uninterrupted run bitwise.
   fuzz      scripts/fuzz.sh --campaign HOURS.
 
 Every trial draws from random.Random(seed, job, trial), so a rerun repeats it. Prints a table of
@@ -30,6 +34,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import chaos_net
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader",
@@ -694,7 +700,8 @@ def mpi_trials(c, inputs, refs):
 # ------------------------------------------------------------------ main
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("faults", nargs="*", default=[], help="kill diskfull corrupt writers mpi fuzz (default: all but fuzz)")
+    ap.add_argument("faults", nargs="*", default=[],
+                    help="kill diskfull corrupt writers mpi net fuzz (default: all but fuzz)")
     ap.add_argument("--short", action="store_true", help="a few trials each on small inputs (CI)")
     ap.add_argument("--trials", type=int, default=None, help="trials per job and fault (default 20; --short: 2)")
     ap.add_argument("--corrupt-trials", type=int, default=None, help="corrupt: trials per shard kind (default 1000; --short: --trials)")
@@ -702,8 +709,8 @@ def main():
     ap.add_argument("--hours", type=float, default=1.0, help="fuzz: campaign length")
     ap.add_argument("--table", help="append the result table to this file")
     a = ap.parse_args()
-    faults = a.faults or ["kill", "diskfull", "corrupt", "writers", "mpi"]
-    unknown = set(faults) - {"kill", "diskfull", "corrupt", "writers", "mpi", "fuzz"}
+    faults = a.faults or ["kill", "diskfull", "corrupt", "writers", "mpi", "net"]
+    unknown = set(faults) - {"kill", "diskfull", "corrupt", "writers", "mpi", "net", "fuzz"}
     if unknown:
         ap.error(f"unknown fault kind(s): {sorted(unknown)}")
     build = os.environ.get("PRETRAIN_BUILD_DIR", os.path.join(SRC, "build"))
@@ -714,12 +721,17 @@ def main():
         inputs = {}
         if set(faults) - {"fuzz"}:
             inputs = make_inputs(c)
-            refs = {name: reference(c, inputs, name) for name in jobs(c, inputs)}
+            refs = {}
+            if set(faults) - {"fuzz", "net"}:  # the net kind runs its own jobs
+                refs = {name: reference(c, inputs, name) for name in jobs(c, inputs)}
         for fault in faults:
             print(f"chaos: {fault} ({trials} trials)", flush=True)
             if fault == "fuzz":
                 r = subprocess.run(["bash", os.path.join(SRC, "scripts", "fuzz.sh"), "--campaign", str(a.hours)])
                 c.record("fuzz targets", "fuzz campaign", r.returncode == 0, f"scripts/fuzz.sh exit {r.returncode}")
+                continue
+            if fault == "net":
+                chaos_net.net_trials(c, inputs, sys.modules[__name__])
                 continue
             {"kill": kill_trials, "diskfull": diskfull_trials, "corrupt": corrupt_trials, "writers": writer_trials,
              "mpi": mpi_trials}[fault](c, inputs, refs)

@@ -42,6 +42,8 @@
 #                        With --hostfile, mpirun also gets --mca oob_tcp_keepalive_time 30,
 #                        oob_tcp_keepalive_intvl 5 and oob_tcp_keepalive_probes 6 (a lost host ends
 #                        the job within a minute), each unless given here or as OMPI_MCA_… variable
+#   --abort-grace S      seconds a launcher may still run after it said it aborted the job (a rank
+#                        failed, a host lost) before it is ended (default 30; see "A lost host" below)
 #   --dry-run            print the cases, their layouts and commands, run nothing
 # Anything after -- goes to the trainer (e.g. -- --recompute --seq-len 512, -- --grad-accum 4).
 #
@@ -68,11 +70,23 @@
 # (4 hosts × 8 GPUs: 1n1g 1n4g 1n8g 2n8g 4n8g). A run that fails stops the matrix: its log is kept as
 # run<k>.log.failed and named; a finished run's log is written as run<k>.log.partial and renamed.
 # Multi-node needs the binaries and data at the same paths on every host (a shared file system).
+#
+# A lost host. With --hostfile mpirun hears of a host it lost (link down, machine gone) through TCP
+# keepalive on its channel to that host's daemon: 30 s of quiet, then 6 probes 5 s apart, so the job
+# ends 30-60 s after the loss naming the host ("lost communication with a remote daemon … on node
+# H"), and rides out an outage shorter than 30 s. A rank's --comm-timeout (trainers: 300 s) should
+# stay above that: when a rank's watchdog ends first, mpirun aborts the job but then waits to
+# deliver its kill order to the lost host's daemon, and a connection with data in flight is timed
+# by TCP retransmission (net.ipv4.tcp_retries2, ~15 minutes at Linux's default 15), not keepalive.
+# So once the launcher's output says the job was aborted, it gets --abort-grace seconds to exit, and
+# is then ended (SIGTERM: mpirun 4.1 then gives up on the lost daemon and exits within a second or
+# two; SIGKILL 10 s later if not), its run failing as any failed run.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 model=bert model_size="" batch="" precision=fp32 steps=120 runs=5 data="" device="" gpn="" threads=""
 hostfile="" cases="" log_root=logs build_dir=${PRETRAIN_BUILD_DIR:-$root/build} mpi_args="" dry_run=0 slurm=0
+abort_grace=30
 trainer_args=()
 die() { echo "$(basename "$0"): $*" >&2; exit 2; }
 need() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"; }
@@ -94,6 +108,7 @@ while [[ $# -gt 0 ]]; do
     --log-root) need "$@"; log_root=$2; shift 2 ;;
     --build-dir) need "$@"; build_dir=$2; shift 2 ;;
     --mpi-args) need "$@"; mpi_args=$2; shift 2 ;;
+    --abort-grace) need "$@"; abort_grace=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; trainer_args=("$@"); break ;;
@@ -111,6 +126,7 @@ case $model in
 esac
 case $precision in fp32|bf16|fp16) ;; *) die "--precision must be fp32, bf16 or fp16, got '$precision'" ;; esac
 positive --batch-size "$batch"; positive --steps "$steps"; positive --runs "$runs"
+[[ $abort_grace =~ ^[0-9]+$ ]] || die "--abort-grace must be a whole number of seconds, got '$abort_grace'"
 
 if [[ -z $device ]]; then
   if command -v nvidia-smi >/dev/null && [[ $(nvidia-smi -L 2>/dev/null | grep -c '^GPU') -gt 0 ]]; then
@@ -256,8 +272,8 @@ fi
 # Across hosts, mpirun hears of a host it lost (its daemon's link down, the machine gone) only from
 # TCP keepalive on its channel to that daemon, which OpenMPI's defaults start after 300 s of quiet
 # and give up on after 9 probes 20 s apart: a job then waits 8 minutes. 30 s of quiet and 6 probes
-# 5 s apart end it within a minute of the loss, naming the host, and ride out an outage under 30 s.
-# The user's own values (--mpi-args, OMPI_MCA_oob_tcp_keepalive_*) win.
+# 5 s apart end it within a minute of the loss, naming the host, and ride out an outage under 30 s
+# ("A lost host" above). The user's own values (--mpi-args, OMPI_MCA_oob_tcp_keepalive_*) win.
 if [[ $slurm == 0 && -n $hostfile ]]; then
   for setting in time=30 intvl=5 probes=6; do
     name=oob_tcp_keepalive_${setting%%=*} env_name=OMPI_MCA_oob_tcp_keepalive_${setting%%=*}
@@ -266,6 +282,44 @@ if [[ $slurm == 0 && -n $hostfile ]]; then
 fi
 # shellcheck disable=SC2206  # --mpi-args is split on spaces on purpose
 [[ -n $mpi_args ]] && mpi+=($mpi_args)
+
+# What OpenMPI's launchers print when they abort a job: a rank exited non-zero or was killed, a
+# rank called MPI_Abort, a daemon (host) was lost.
+aborted='the job has been aborted|has lost communication with a remote daemon|noticed that process rank'
+aborted+='|MPI_ABORT was invoked'
+
+# watch_launcher PID LOG: ends the launcher PID when it still runs --abort-grace seconds after LOG
+# says it aborted the job ("A lost host" above).
+watch_launcher() {
+  local pid=$1 log=$2 since=""
+  while kill -0 "$pid" 2>/dev/null; do
+    if [[ -z $since ]] && grep -qE "$aborted" "$log"; then since=$SECONDS; fi
+    if [[ -n $since ]] && (( SECONDS - since >= abort_grace )); then
+      echo "$(basename "$0"): the launcher still runs $abort_grace s after it aborted the job (a host it cannot" \
+        "reach?): ending it (--abort-grace)" >>"$log"
+      kill -TERM "$pid" 2>/dev/null || true
+      for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$pid" 2>/dev/null || return 0; sleep 1; done
+      kill -KILL "$pid" 2>/dev/null || true
+      return 0
+    fi
+    sleep 1
+  done
+}
+
+# launch LOG COMMAND...: runs the launch with its output in LOG, watched; its exit status.
+launch() {
+  local log=$1 pid watcher rc=0
+  shift
+  : >"$log"
+  "$@" >>"$log" 2>&1 &
+  pid=$!
+  watch_launcher "$pid" "$log" &
+  watcher=$!
+  wait "$pid" || rc=$?
+  kill "$watcher" 2>/dev/null || true
+  wait "$watcher" 2>/dev/null || true
+  return "$rc"
+}
 
 out=$log_root/$model/bs${batch}_${precision}
 echo "$model $model_size, batch $batch per data-parallel rank × grad-accum $accum, $precision, $steps steps," \
@@ -306,11 +360,12 @@ for c in "${case_list[@]}"; do
     mkdir -p "$out/$dir"
     printf '%s run %d/%d ... ' "$c" "$k" "$runs"
     start=$SECONDS
-    if "${cmd[@]}" >"$log.partial" 2>&1; then
+    rc=0
+    launch "$log.partial" "${cmd[@]}" || rc=$?
+    if [[ $rc == 0 ]]; then
       mv "$log.partial" "$log"
       echo "$((SECONDS - start)) s, $(grep '^summary:' "$log" | sed 's/.*| \([0-9.]* samples\/s\) |.*/\1/' || true)"
     else
-      rc=$?
       mv "$log.partial" "$log.failed"
       echo "failed (exit $rc): $log.failed" >&2
       tail -n 15 "$log.failed" >&2

@@ -6,6 +6,8 @@ published cases of seed 002 (BigScience Megatron-DeepSpeed, Jean Zay) and seed 0
 
     scripts/bench/scaling_model.py [--bucket-mb 25] [--mfu-fp32 0.6] [--mfu-fp16 0.3] [--json FILE]
                                    [--check-seeds DIR] [any assumption flag below, see --help]
+    scripts/bench/scaling_model.py --link-bert 4,512,30522,128,20 --link-batch 8 --link-step-ms 2100 \
+                                   --ib-gbps 10 --ib-latency-us 25 [--ib-efficiency 0.94] [--json FILE]
 
 Assumptions (each one a flag):
   * GPU: V100-SXM2-16GB, peak 15.7 TFLOPs fp32 and 125 TFLOPs fp16 (tensor cores); a step reaches a
@@ -68,6 +70,12 @@ Tensor x pipeline x data parallel GPT (seeds 002 and 003; Megatron-LM's layout a
     (Korthikanti et al.: s·b·h·(34 + 5·a·s/h)/t bytes) and fp16 + fp32 logits.
 Seed 003 publishes latency (ms), memory (MiB) and samples/s per case; seed 002 seconds per iteration and
 TFLOPs by its formula size·4·2·seq·GBS/(s·GPUs); both are transcribed below with their sections.
+
+The second form predicts one data-parallel BERT of those dimensions (layers, hidden, vocabulary,
+sequence, masked predictions) on --link-nodes hosts of one rank each, joined by a link of
+--ib-gbps and --ib-latency-us, the compute rate taken from a measured one-rank step
+(--link-step-ms, the optimizer included) instead of a GPU's peak: what scripts/bench/shaped_link.sh
+holds against a network it shapes.
 """
 import argparse
 import json
@@ -171,6 +179,39 @@ def predict(name, precision, a, rate=None, batch=None):
         r["efficiency_no_overlap"] = r["samples_per_s_no_overlap"] / (base * r["devices"])
     return dict(model=name, precision=precision, batch=batch, parameters=p, flops_per_sample=flops_per_sample(m),
                 rate_tflops=rate / 1e12, grad_mb=grad_bytes / 1e6, cases=rows)
+
+
+def predict_link(a):
+    """One data-parallel BERT (--link-bert) on --link-nodes hosts of one rank over a link of
+    --ib-gbps x --ib-efficiency and --ib-latency-us per ring step: the measured one-rank step
+    (--link-step-ms) is its compute, backward 2/3 of it, and the fp32 gradients are all-reduced in
+    --bucket-mb buckets as the backward pass fills them (the trainer's GradientReducer), or after it."""
+    layers, hidden, vocab, seq, predictions = (int(x) for x in a.link_bert.split(","))
+    m = dict(kind="bert", layers=layers, hidden=hidden, vocab=vocab, positions=512, seq=seq, predictions=predictions)
+    ranks = nodes = a.link_nodes
+    compute = a.link_step_ms / 1e3
+    grad_bytes = parameters(m) * 4
+    comm, exposed = exposed_comm(grad_bytes, compute * 2 / 3, ranks, nodes, a, overlap=True)
+    _, exposed_none = exposed_comm(grad_bytes, compute * 2 / 3, ranks, nodes, a, overlap=False)
+    step, step_none = compute + exposed, compute + exposed_none
+    return dict(layers=layers, hidden=hidden, vocab=vocab, seq=seq, predictions=predictions, batch=a.link_batch,
+                parameters=parameters(m), grad_mb=grad_bytes / 1e6, nodes=nodes, link_gbps=a.ib_gbps,
+                link_efficiency=a.ib_efficiency, link_latency_us=a.ib_latency_us, bucket_mb=a.bucket_mb,
+                one_rank_ms=compute * 1e3, gflops_per_s=flops_per_sample(m) * a.link_batch / compute / 1e9,
+                allreduce_ms=comm * 1e3, exposed_ms=exposed * 1e3, step_ms=step * 1e3,
+                samples_per_s=a.link_batch * ranks / step, speedup=ranks * compute / step, efficiency=compute / step,
+                step_ms_no_overlap=step_none * 1e3, speedup_no_overlap=ranks * compute / step_none)
+
+
+def print_link(r):
+    print(f"BERT {r['layers']} layers x {r['hidden']}, vocabulary {r['vocab']}, seq {r['seq']}, {r['predictions']} "
+          f"predictions: {r['parameters'] / 1e6:.1f}M parameters, {r['grad_mb']:.0f} MB of fp32 gradients; batch "
+          f"{r['batch']} per rank, one rank {r['one_rank_ms']:.0f} ms a step ({r['gflops_per_s']:.1f} GFLOP/s)")
+    print(f"{r['nodes']} hosts x 1 rank on {r['link_gbps']:g} Gb/s x {r['link_efficiency']:g}, {r['link_latency_us']:g} µs "
+          f"per ring step, {r['bucket_mb']:g} MB buckets: all-reduce {r['allreduce_ms']:.0f} ms, exposed "
+          f"{r['exposed_ms']:.0f} ms, step {r['step_ms']:.0f} ms, {r['samples_per_s']:.2f} samples/s, speedup "
+          f"{r['speedup']:.2f}x (efficiency {r['efficiency']:.0%}); without overlap {r['step_ms_no_overlap']:.0f} ms, "
+          f"{r['speedup_no_overlap']:.2f}x")
 
 
 def calibrated_rate(name, precision, batch, samples_per_s):
@@ -617,8 +658,24 @@ def main(argv=None):
     g.add_argument("--s003-grad-bytes", type=int, default=4,
                    help="bytes per gradient element in OneFlow's all-reduce (4: fp32, see the DP cases)")
     g.add_argument("--s002-grad-bytes", type=int, default=2, help="bytes per gradient element, Megatron fp16 (2)")
+    g = ap.add_argument_group("one data-parallel BERT on a link of your own (scripts/bench/shaped_link.sh); "
+                              "the link is --ib-gbps, --ib-efficiency and --ib-latency-us")
+    g.add_argument("--link-bert", metavar="L,H,V,S,P",
+                   help="predict only this BERT: layers, hidden, vocabulary, sequence, masked predictions")
+    g.add_argument("--link-batch", type=int, default=8, help="samples per rank per step (8)")
+    g.add_argument("--link-step-ms", type=float, help="measured ms of one rank's step (sets the compute rate)")
+    g.add_argument("--link-nodes", type=int, default=2, help="hosts, one rank each (2)")
     a = ap.parse_args(argv)
 
+    if a.link_bert:
+        if not a.link_step_ms:
+            ap.error("--link-bert needs --link-step-ms (the measured one-rank step)")
+        r = predict_link(a)
+        print_link(r)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(r, f, indent=1)
+        return 0
     print(__doc__.split("\n\n", 2)[2].rstrip())
     print_3d_assumptions(a)
     out = {"predictions": [], "seed_001": []}

@@ -115,6 +115,14 @@ def remove_leftovers():
             shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
 
 
+def _bits(rate):
+    """Bits per second of a tc rate such as '10gbit', '100mbit', '1.5gbit'."""
+    m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", rate.lower())
+    if not m:
+        raise ValueError(f"rate {rate!r}: expected NUMBER[k|m|g]bit")
+    return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
+
+
 def _under_tmp(path):
     return os.path.commonpath(["/tmp", os.path.realpath(path)]) == "/tmp"
 
@@ -139,7 +147,11 @@ class Hosts:
         self.switch = f"{self.tag}-switch"
         self.namespaces = [f"{self.tag}-{n}" for n in self.names]
         self.dir = tempfile.mkdtemp(prefix=f"{self.tag}-")
-        self.shared = [os.path.realpath(p) for p in (self.dir, *shared)]
+        # The source tree and the build (the tools the hosts run) are seen by every host too: a
+        # clone under /tmp would otherwise be behind each host's own /tmp.
+        tree = [os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                os.environ.get("PRETRAIN_BUILD_DIR", "")]
+        self.shared = list(dict.fromkeys(os.path.realpath(p) for p in (self.dir, *shared, *filter(None, tree))))
         self.closed = False
         atexit.register(self.close)
         self._previous_sigterm = signal.signal(signal.SIGTERM, self._terminated)
@@ -312,6 +324,81 @@ class Hosts:
                           if os.path.join(d, x) not in keep and not os.listdir(os.path.join(d, x))]
             found[name] = sorted(files)
         return found
+
+    # ---------------------------------------------------------------- faults and shaped links
+    # For scripts/chaos.py's net faults and scripts/bench/shaped_link.sh. A host's link is the veth
+    # pair between its eth0 and its port on the switch (named as the host); what is set on it goes
+    # with the namespaces at close().
+    def namespace(self, host):
+        return self.namespaces[self.names.index(host)]
+
+    def set_link(self, host, up):
+        """The host's own interface up or down (`ip link set eth0 down` on it): the host knows its
+        link is gone (its routes go), its peers hear nothing."""
+        _sh("ip", "-n", self.namespace(host), "link", "set", "eth0", "up" if up else "down")
+
+    def kill_host(self, host):
+        """SIGKILL every process on the host (`ip netns pids`), as a machine that dies: its kernel
+        closes their connections, so the peers see them reset. Returns how many were killed."""
+        pids = _sh("ip", "netns", "pids", self.namespace(host), check=False).stdout.split()
+        _kill_in(self.namespace(host))
+        return len(pids)
+
+    def has_netem(self):
+        """Whether the kernel has tc's netem (loss, delay): some lack it (CONFIG_NET_SCH_NETEM unset)."""
+        if not hasattr(self, "_netem"):
+            ns = self.namespace(self.names[0])
+            self._netem = _sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay",
+                              "1us", check=False).returncode == 0
+            _sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "lo", "root", check=False)
+        return self._netem
+
+    def _link_ends(self, host):
+        """(namespace, device) of both ends of host's link: its eth0, and its port on the switch."""
+        return [(self.namespace(host), "eth0"), (self.switch, host)]
+
+    def set_loss(self, host, lost):
+        """100% loss between host and the switch, both ways, while every interface stays up (the
+        host and its peers hear nothing, as behind a failed switch): `tc netem loss 100%` on both
+        ends of its link, or where the kernel has no netem, the switch's port to the host disabled
+        (`bridge link set … state 0`: it forwards nothing either way). Returns the method's name."""
+        if self.has_netem():
+            for ns, dev in self._link_ends(host):
+                tc = ["ip", "netns", "exec", ns, "tc", "qdisc"]
+                if lost:
+                    _sh(*tc, "replace", "dev", dev, "root", "netem", "loss", "100%")
+                else:
+                    _sh(*tc, "del", "dev", dev, "root", check=False)
+            return "tc netem loss 100%"
+        _sh("bridge", "-n", self.switch, "link", "set", "dev", host, "state", "0" if lost else "3")
+        return "switch port disabled (no netem in this kernel)"
+
+    def shape(self, host, rate=None, delay_us=None):
+        """Shapes host's link both ways (the egress of its eth0 and of its switch port): rate in
+        tc's syntax ('10gbit'), and delay_us, half of it at each end, so that between two hosts
+        shaped alike a packet is delayed delay_us one way (it leaves through one host's eth0 and
+        enters the other through its switch port). With netem: `netem delay … rate …`; without it
+        (some kernels lack it), a token bucket (tbf) for the rate, and a delay raises Unavailable:
+        nothing else in tc delays a packet."""
+        if delay_us and not self.has_netem():
+            raise Unavailable("tc netem is not in this kernel (CONFIG_NET_SCH_NETEM): no delay can be added")
+        for ns, dev in self._link_ends(host):
+            if self.has_netem() and (delay_us or rate):
+                qdisc = ["netem", *(["delay", f"{delay_us / 2:g}us"] if delay_us else []),
+                         *(["rate", rate] if rate else [])]
+            elif rate:
+                bits = _bits(rate)
+                # The bucket: 200 µs of the rate, at least a 64 KiB GSO packet (tbf splits bigger ones).
+                burst = max(65536 + 1514, int(bits / 8 * 200e-6))
+                qdisc = ["tbf", "rate", rate, "burst", str(burst), "latency", "100ms"]
+            else:
+                continue
+            _sh("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", *qdisc)
+
+    def unshape(self, host):
+        """Back to the bare link (no qdisc set by shape() or set_loss())."""
+        for ns, dev in self._link_ends(host):
+            _sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root", check=False)
 
     def close(self):
         if self.closed:
