@@ -261,7 +261,10 @@ void GptSplitsWriter::spread(const TokenStore* store) {
   uint64_t todo_docs = 0;
   for (const auto& [a, b] : todo) todo_docs += b - a;
   Progress progress("gpt spread", todo_docs);
-  const uint64_t chunk_tokens = std::max<uint64_t>(1, s.o.chunk_bytes / uint64_t(width));
+  // A chunk is held twice (in the buckets before its store blocks go): about 1/32 of the store,
+  // from 1 MiB (a record and a sync of every bucket per chunk) up to chunk_bytes.
+  const uint64_t chunk_tokens = std::max<uint64_t>(
+      1, std::min(s.o.chunk_bytes, std::max(store->num_tokens() * uint64_t(width) / 32, uint64_t{1} << 20)) / uint64_t(width));
   std::vector<char> buffer;
   struct Piece {
     uint32_t bucket;

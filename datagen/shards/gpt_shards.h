@@ -36,7 +36,7 @@ struct GptShardsOptions {
   int64_t vocab_size = 0;      // picks the token width
   std::string work_dir;        // the buckets and the spread's records; empty: <first split's dir>/.gpt-work, removed at the end
   bool free_store = false;     // give the store's blocks back as they are spread, delete buckets once written
-  uint64_t chunk_bytes = uint64_t{64} << 20;  // of store tokens spread between records
+  uint64_t chunk_bytes = uint64_t{64} << 20;  // of store tokens spread between records, at most (1/32 of the store, ≥ 1 MiB)
   void check() const;          // UsageError when vocab_size is not positive
 };
 

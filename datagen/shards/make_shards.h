@@ -87,8 +87,9 @@ struct MakeShardsOptions {
   uint64_t checkpoint_bytes = uint64_t{64} << 20;
   // Tokenize: the input's pieces (input_pieces.h); tests make them small.
   uint64_t piece_bytes = kDefaultPieceBytes;
-  // What moves between work files at a time: a piece of the store into the store, store tokens
-  // into GPT buckets (each chunk on disk before its source is freed). Tests make it small.
+  // What moves between work files at a time, at most (else ~1/32 of the store, from 1 MiB): a
+  // piece of the store into the store, store tokens into GPT buckets (each chunk on disk before
+  // its source is freed, so it is held twice). Tests make it small.
   uint64_t move_chunk_bytes = uint64_t{64} << 20;
   // The token store's resident budget (token_store.h); tests and measurements change it.
   uint64_t store_resident_budget = TokenStore::kResidentBudget;

@@ -39,21 +39,35 @@ bool SpillBuckets::present(size_t b) const {
 }
 
 std::string SpillBuckets::read(size_t b) const {
-  std::string data;
+  thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  std::vector<std::string> pieces;
+  size_t total = 0;
+  for (int p = 0; p < pieces_; ++p) pieces.push_back(read_file(piece_path(b, p)));
+  // The frames' sizes first: the records are decompressed into one buffer of their size.
+  struct Frame {
+    const char* data;
+    size_t bytes, size;
+  };
+  std::vector<Frame> frames;
   for (int p = 0; p < pieces_; ++p) {
-    const std::string path = piece_path(b, p), frames = read_file(path);
-    for (size_t at = 0; at < frames.size();) {
-      const size_t bytes = ZSTD_findFrameCompressedSize(frames.data() + at, frames.size() - at);
-      const unsigned long long size = ZSTD_getFrameContentSize(frames.data() + at, frames.size() - at);
+    const std::string& in = pieces[size_t(p)];
+    for (size_t at = 0; at < in.size();) {
+      const size_t bytes = ZSTD_findFrameCompressedSize(in.data() + at, in.size() - at);
+      const unsigned long long size = ZSTD_getFrameContentSize(in.data() + at, in.size() - at);
       if (ZSTD_isError(bytes) || size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size > kSpillFrame)
-        throw Error(Where::at_offset(path, int64_t(at)), "expected a zstd frame of spill records");
-      const size_t before = data.size();
-      data.resize(before + size_t(size));
-      const size_t got = ZSTD_decompress(data.data() + before, size_t(size), frames.data() + at, bytes);
-      if (ZSTD_isError(got) || got != size)
-        throw Error(Where::at_offset(path, int64_t(at)), cat("a damaged zstd frame: ", ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short"));
+        throw Error(Where::at_offset(piece_path(b, p), int64_t(at)), "expected a zstd frame of spill records");
+      frames.push_back({in.data() + at, bytes, size_t(size)});
+      total += size_t(size);
       at += bytes;
     }
+  }
+  std::string data(total, '\0');
+  size_t out = 0;
+  for (const Frame& f : frames) {
+    const size_t got = ZSTD_decompressDCtx(dctx.get(), data.data() + out, f.size, f.data, f.bytes);
+    if (ZSTD_isError(got) || got != f.size)
+      throw Error(Where{path(b)}, cat("a damaged zstd frame of spill records: ", ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short"));
+    out += got;
   }
   return data;
 }

@@ -336,14 +336,19 @@ void tokenize_in_pieces(const TokenizeOptions& o, const Tokenizer& tok, const st
                           found.sentences, " continued from a checkpoint, ", found.tokens, " tokenized from the start"));
   if (!joined && ranks.rank() == 0) TokenStoreJoin::begin(store_dir, counts, width, key);
   ranks.barrier();
+  // Each rank holds a chunk of its piece twice while it moves it: about 1/32 of the store in all.
   TokenStoreCounts at;
+  for (const TokenStoreCounts& c : counts) at += c;
+  const uint64_t chunk = std::min(o.move_chunk_bytes, std::max(at.tokens * uint64_t(width) / 32 / uint64_t(ranks.size()),
+                                                               uint64_t{1} << 20));
+  at = TokenStoreCounts{};
   for (size_t p = 0; p < pieces.size(); ++p) {
     if (p >= first && p < end) {
       const std::string dir = piece_dir(store_dir, p);
       if (file_exists(dir)) {
         if (TokenStoreJoin::piece_counts(dir, piece_key(key, p, pieces[p])) != counts[p])
           throw Error(Where{dir}, "this piece of the token store is not the one the join counted; run again without --resume");
-        TokenStoreJoin::move_piece(store_dir, dir, at, o.move_chunk_bytes);
+        TokenStoreJoin::move_piece(store_dir, dir, at, chunk);
       } else if (!joined) {
         throw Error(Where{dir}, "internal: a piece of the token store is gone before the join");
       }

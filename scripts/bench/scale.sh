@@ -127,6 +127,7 @@ for run in $runs; do
   for stage in bert128 bert512 gpt; do
     selected $stage || continue
     out=$dir/$run-$stage
+    rm -rf "$out"  # a --keep 1 run's output would count in this one's disk
     case $stage in
       bert128) args=(--model bert --tokenizer "$vocab" --seq-len 128 --dupe-factor 5) ;;
       bert512) args=(--model bert --tokenizer "$vocab" --seq-len 512 --dupe-factor 2) ;;
