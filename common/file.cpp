@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -239,6 +240,26 @@ void MappedFile::advise_sequential() const {
 }
 void MappedFile::release_pages() const {
   if (data_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+}
+
+void pread_all(int fd, void* out, size_t bytes, uint64_t offset, const std::string& path) {
+  char* p = static_cast<char*>(out);
+  while (bytes) {
+    ssize_t got = ::pread(fd, p, bytes, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) throw_errno("cannot read", path);
+    p += got, bytes -= static_cast<size_t>(got), offset += static_cast<uint64_t>(got);
+  }
+}
+
+void pwrite_all(int fd, const void* data, size_t bytes, uint64_t offset, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes) {
+    ssize_t put = ::pwrite(fd, p, bytes, static_cast<off_t>(offset));
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) throw_errno("cannot write", path);
+    p += put, bytes -= static_cast<size_t>(put), offset += static_cast<uint64_t>(put);
+  }
 }
 
 bool file_exists(const std::string& path) {

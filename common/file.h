@@ -122,6 +122,10 @@ class MappedFile {
 };
 
 bool file_exists(const std::string& path);
+// Exactly `bytes` at `offset` of an open file (pread/pwrite until done; EINTR retried); Error
+// naming `path` otherwise, a short read (end of file) included.
+void pread_all(int fd, void* out, size_t bytes, uint64_t offset, const std::string& path);
+void pwrite_all(int fd, const void* data, size_t bytes, uint64_t offset, const std::string& path);
 uint64_t file_size(const std::string& path);             // throws Error when missing
 std::string read_file(const std::string& path);           // whole file
 void write_file_atomic(const std::string& path, std::string_view contents);

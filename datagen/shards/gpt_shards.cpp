@@ -63,16 +63,6 @@ Intervals remaining(uint64_t lo, uint64_t hi, const Intervals& done) {
   return out;
 }
 
-void pwrite_all(int fd, const void* data, size_t bytes, uint64_t offset, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (bytes) {
-    ssize_t put = ::pwrite(fd, p, bytes, static_cast<off_t>(offset));
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) throw_errno("cannot write", path);
-    p += put, bytes -= static_cast<size_t>(put), offset += static_cast<uint64_t>(put);
-  }
-}
-
 }  // namespace
 
 struct GptSplitsWriter::State {

@@ -21,26 +21,6 @@ std::string progress_path(const std::string& dir) { return path_join(dir, "progr
 std::string meta_path(const std::string& dir) { return path_join(dir, "store.json"); }
 constexpr const char* kFiles[3] = {"tokens.bin", "sentences.bin", "documents.bin"};
 
-void pread_all(int fd, void* out, size_t bytes, uint64_t offset, const std::string& path) {
-  char* p = static_cast<char*>(out);
-  while (bytes) {
-    ssize_t got = ::pread(fd, p, bytes, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) throw_errno("cannot read", path);
-    p += got, bytes -= static_cast<size_t>(got), offset += static_cast<uint64_t>(got);
-  }
-}
-
-void pwrite_all(int fd, const void* data, size_t bytes, uint64_t offset, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (bytes) {
-    ssize_t put = ::pwrite(fd, p, bytes, static_cast<off_t>(offset));
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) throw_errno("cannot write", path);
-    p += put, bytes -= static_cast<size_t>(put), offset += static_cast<uint64_t>(put);
-  }
-}
-
 // A file descriptor closed on every path out.
 struct Fd {
   int fd = -1;

@@ -31,12 +31,17 @@ def tool(name):
     raise FileNotFoundError(f"{name} not built under {build_dir()}")
 
 
-def run(*args, check=True):
-    r = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+def run(*args, check=True, timeout=None):
+    r = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout)
     if check and r.returncode != 0:
         sys.stderr.write(r.stdout + r.stderr)
         raise SystemExit(f"command failed ({r.returncode}): {' '.join(map(str, args))}")
     return r
+
+
+def run_tool(name, *args, check=True, timeout=600):
+    """One of our tools by name (tool()) with args; with check, a failure ends the test naming it."""
+    return run(tool(name), *args, check=check, timeout=timeout)
 
 
 def run_expecting(exe, *args, rc=0, stdin=None):

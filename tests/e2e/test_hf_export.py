@@ -55,12 +55,7 @@ def close(what, ours, theirs, tol=1e-5):
     check(what, err <= tol, f"ours {ours:.8f} HF {theirs:.8f} (relative {err:.1e})")
 
 
-def tool(*args, check_rc=True):
-    r = subprocess.run([cu.tool(args[0]), *map(str, args[1:])], capture_output=True, text=True, timeout=600)
-    if check_rc and r.returncode != 0:
-        print(r.stdout + r.stderr)
-        sys.exit(f"{' '.join(map(str, args))}: exit {r.returncode}")
-    return r
+tool = cu.run_tool  # tool(NAME, ARGS…, check=True): one of our tools, a failure ending the test
 
 
 def sample_text(tmp):
@@ -82,6 +77,20 @@ def hf_model_files(d, *tokenizer_files):
         check(f"{os.path.basename(d)}/{f} written", os.path.exists(os.path.join(d, f)))
 
 
+def config_and_tokenizer(kind, architecture, export, shards, vocab, text, lines):
+    """Checks the export's config.json (the shards' vocabulary, the architecture) and that
+    AutoTokenizer gives the tokenize CLI's ids; returns the tokenizer, those ids and the vocabulary size."""
+    cfg = json.load(open(os.path.join(export, "config.json")))
+    V = cu.read_manifest(shards)["tokenizer"]["vocab_size"]
+    check(f"{kind} config.json: the tokenizer's vocabulary, {architecture}",
+          cfg["vocab_size"] == V and cfg["architectures"] == [architecture], json.dumps(cfg))
+    tok = AutoTokenizer.from_pretrained(export)
+    ours = our_ids(vocab, text)
+    check(f"{kind} tokenizer: AutoTokenizer's ids are the tokenize CLI's",
+          [tok(line, add_special_tokens=False)["input_ids"] for line in lines] == ours, type(tok).__name__)
+    return tok, ours, V
+
+
 def ours_loss(kind, shape, batch, weights_dir, tmp):
     bpath, out = os.path.join(tmp, "batch.safetensors"), os.path.join(tmp, "out.safetensors")
     save_file({k: v.float().contiguous() for k, v in batch.items()}, bpath)
@@ -99,7 +108,7 @@ def loaded_cleanly(what, info, tied):
 def first_step_loss(tool_args, tmp, name):
     """The trainer's loss at step 1 (before any update), from its metrics.jsonl."""
     logs = os.path.join(tmp, name)
-    r = tool(*tool_args, "--max-steps", 1, "--threads", 2, "--dropout", 0, "--log-dir", logs, check_rc=False)
+    r = tool(*tool_args, "--max-steps", 1, "--threads", 2, "--dropout", 0, "--log-dir", logs, check=False)
     if r.returncode != 0:
         check(f"{name}: {tool_args[0]} runs", False, r.stderr[-500:])
         return float("nan")
@@ -180,15 +189,7 @@ def bert(tmp, text, lines):
     tool("bert_pretrain", "--data", shards, "--model", "tiny", "--max-steps", 5, "--batch-size", 8, "--lr", "1e-3",
          "--threads", 2, "--seed", 7, "--export", export)
     hf_model_files(export, "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
-    cfg = json.load(open(os.path.join(export, "config.json")))
-    V = cu.read_manifest(shards)["tokenizer"]["vocab_size"]
-    check("bert config.json: the tokenizer's vocabulary, BertForPreTraining",
-          cfg["vocab_size"] == V and cfg["architectures"] == ["BertForPreTraining"], json.dumps(cfg))
-
-    tok = AutoTokenizer.from_pretrained(export)
-    ours = our_ids(vocab_txt, text)
-    check("bert tokenizer: AutoTokenizer's ids are the tokenize CLI's",
-          [tok(line, add_special_tokens=False)["input_ids"] for line in lines] == ours, type(tok).__name__)
+    tok, ours, V = config_and_tokenizer("bert", "BertForPreTraining", export, shards, vocab_txt, text, lines)
     ours_special = our_ids(vocab_txt, text, "--add-special-tokens")
     check("bert tokenizer: with [CLS]/[SEP] too", [tok(line)["input_ids"] for line in lines] == ours_special)
 
@@ -251,7 +252,7 @@ def bert(tmp, text, lines):
 
     # A config.json that disagrees with the model: the field is named.
     r = tool("bert_pretrain", "--data", shards, "--model", "tiny", "--hidden", 64, "--max-steps", 1, "--threads", 2,
-             "--init-from", hf_dir, check_rc=False)
+             "--init-from", hf_dir, check=False)
     check("bert --init-from with another hidden size: an error naming config.json's field",
           r.returncode != 0 and "config.json" in r.stderr and "hidden_size" in r.stderr, r.stderr[-300:])
     return shards
@@ -271,15 +272,7 @@ def gpt(tmp, text, lines):
     tool("gpt_pretrain", "--data", shards, "--model", "tiny", "--seq-len", 32, "--batch-size", 4, "--max-steps", 5,
          "--lr", "3e-3", "--threads", 2, "--seed", 7, "--export", export)
     hf_model_files(export, "vocab.json", "merges.txt", "tokenizer_config.json")
-    cfg = json.load(open(os.path.join(export, "config.json")))
-    V = cu.read_manifest(shards)["tokenizer"]["vocab_size"]
-    check("gpt config.json: the tokenizer's vocabulary, GPT2LMHeadModel",
-          cfg["vocab_size"] == V and cfg["architectures"] == ["GPT2LMHeadModel"], json.dumps(cfg))
-
-    tok = AutoTokenizer.from_pretrained(export)
-    ours = our_ids(vocab_json, text)
-    check("gpt tokenizer: AutoTokenizer's ids are the tokenize CLI's",
-          [tok(line, add_special_tokens=False)["input_ids"] for line in lines] == ours, type(tok).__name__)
+    tok, ours, V = config_and_tokenizer("gpt", "GPT2LMHeadModel", export, shards, vocab_json, text, lines)
 
     model, info = GPT2LMHeadModel.from_pretrained(export, attn_implementation="eager", output_loading_info=True)
     loaded_cleanly("gpt export", info, {"lm_head.weight"})
@@ -315,7 +308,7 @@ def gpt(tmp, text, lines):
         close(f"gpt_pretrain --init-from save_pretrained: step-1 loss ({doc.shape[1]} tokens)", ours,
               gpt_loss(made, doc[:, :-1], doc[:, 1:]))
     r = tool("gpt_pretrain", "--data", shards, "--model", "tiny", "--layers", 3, "--seq-len", 32, "--max-steps", 1,
-             "--threads", 2, "--init-from", hf_dir, check_rc=False)
+             "--threads", 2, "--init-from", hf_dir, check=False)
     check("gpt --init-from with other layers: an error naming config.json's field",
           r.returncode != 0 and "config.json" in r.stderr and "n_layer" in r.stderr, r.stderr[-300:])
 
@@ -467,7 +460,7 @@ def sentencepiece(tmp, text, lines):
         o.write(f.read() + b"\x12\x03" + b"\xc0\x01\x01")  # field 2 (trainer_spec), 3 bytes: field 24 = 1
     shards, export = os.path.join(tmp, "spm-suffix-shards"), os.path.join(tmp, "spm-suffix-hf")
     r = tool("make-pretraining-shards", "-q", "--model", "gpt", "-i", cu.test_data("sample-docs.jsonl"), "--tokenizer",
-             suffix_model, "-o", shards, check_rc=False)
+             suffix_model, "-o", shards, check=False)
     if r.returncode == 0:
         r = tool("gpt_pretrain", "--data", shards, "--model", "tiny", "--seq-len", 32, "--batch-size", 4,
                  "--max-steps", 1, "--threads", 2, "--export", export)

@@ -30,12 +30,7 @@ def fail(message):
     failures.append(message)
 
 
-def tool(*args, check=True):
-    r = subprocess.run([cu.tool(args[0]), *map(str, args[1:])], capture_output=True, text=True, timeout=600)
-    if check and r.returncode != 0:
-        print(r.stdout + r.stderr)
-        sys.exit(f"{' '.join(map(str, args))}: exit {r.returncode}")
-    return r
+tool = cu.run_tool  # tool(NAME, ARGS…, check=True): one of our tools, a failure ending the test
 
 
 def metrics(log_dir):
