@@ -27,9 +27,11 @@ daemon … on node node1", or a watchdog's "rank R of 2 (host node1)") — the w
 instead needs the watchdog's line (rank, host, operation, step) and the end within its timeout and
 run_multi_node.sh's grace; no process is left on any host once the network is back (NET_LEFT_S);
 the checkpoint directory holds only complete step directories (each file at its manifest's size),
-`latest` naming one, and no temp directory (a writer's step-N.tmp-PID or latest.tmp-PID); then
---resume on the surviving host (node0, the same 2 ranks) ends with the uninterrupted run's
-checkpoints and, for the steps it trains, its losses, bitwise. A job that rode the fault out must
+`latest` naming one, and no temp file (latest.tmp-PID) — a save cut short (rank 0 ended by mpirun
+mid-write when the other host died) may leave its step-N.tmp-PID directory, which `latest` never
+names; then --resume on the surviving host (node0, the same 2 ranks) removes such directories
+(the trainer does, holding the directory's lock) and ends with the uninterrupted run's checkpoints
+and, for the steps it trains, its losses, bitwise. A job that rode the fault out must
 have exactly the uninterrupted run's checkpoints and losses. A host killed must end the job; a
 short loss must be ridden out; a link down may do either.
 """
@@ -95,9 +97,11 @@ def not_training(log):
                      if not line.startswith("step ") and "info: checkpoint" not in line)
 
 
-def checkpoint_problems(ckpt):
+def checkpoint_problems(ckpt, temps=None):
     """'' when ckpt holds only complete step directories (each file its manifest lists at its size),
-    `latest` naming one of them, and no temp directory or file; else what is wrong."""
+    `latest` naming one of them, and no temp directory or file; else what is wrong. With `temps` (a
+    list), the temp directories a killed writer left (step-N.tmp-PID: rank 0 ended mid-save, which
+    `latest` never names and the next run removes) are appended to it instead of being problems."""
     import json
     if not os.path.isdir(ckpt):
         return ""
@@ -107,7 +111,10 @@ def checkpoint_problems(ckpt):
         if name == ".lock":  # flock(2)'s file: the kernel let go with the process; the next run takes it
             continue
         if ".tmp-" in name:
-            problems.append(f"temp {name} left")
+            if temps is not None and re.fullmatch(r"step-\d{8}\.tmp-\d+", name):
+                temps.append(name)
+            else:
+                problems.append(f"temp {name} left")
         elif re.fullmatch(r"step-\d{8}", name):
             try:
                 manifest = json.load(open(os.path.join(path, "manifest.json")))
@@ -175,6 +182,18 @@ class NetCampaign:
             pass
         self.hosts.kill_all()
         p.communicate()
+
+    def processes_left(self):
+        """None once no process of the job is left on any host (waiting up to NET_LEFT_S), else
+        what was left, which is then killed."""
+        deadline = time.monotonic() + NET_LEFT_S
+        while self.left_on_hosts() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = self.left_on_hosts()
+        if not left:
+            return None
+        self.hosts.kill_all()
+        return f"processes left {NET_LEFT_S} s after the job ended and the network came back: {left}"
 
     def left_on_hosts(self):
         """{host: [command lines]} of the processes still on the hosts."""
@@ -258,14 +277,7 @@ class NetCampaign:
         what = f"{victim} {'link down' if 'link' in kind else kind} for {back_after:.1f} s" if back_after else victim
         why = []
 
-        # Nothing left on any host once the network is back.
-        deadline = time.monotonic() + NET_LEFT_S
-        while self.left_on_hosts() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = self.left_on_hosts()
-        if left:
-            why.append(f"processes left {NET_LEFT_S} s after the job ended and the network came back: {left}")
-            hosts.kill_all()
+        why.append(self.processes_left())  # nothing left on any host once the network is back
 
         outcome = self.outcomes.setdefault(fault, {"rode": 0, "ended": [], "resumed_steps": 0})
         if p.returncode == 0:
@@ -290,9 +302,11 @@ class NetCampaign:
                 why.append(f"the lost host node1 is not named (exit {p.returncode}): {errors[-500:]}")
         if ended > bound:
             why.append(f"ended {ended:.1f} s after the fault, past {bound} s")
-        broken = checkpoint_problems(ckpt)
+        temps = []
+        broken = checkpoint_problems(ckpt, temps)
         if broken:
             why.append(f"checkpoints after the fault: {broken}")
+        outcome["temp"] = outcome.get("temp", 0) + len(temps)
 
         # --resume on the surviving host (node0) with the job's 2 ranks: the uninterrupted run's end.
         failed, _, metrics2 = self.whole_run(f"{name}-resumed", self.hostfile1, "1n2g", "--resume", ckpt=ckpt)
@@ -302,6 +316,9 @@ class NetCampaign:
             got = self.losses_of(metrics2)
             outcome["resumed_steps"] += len(got)
             why.append(self.same_as_reference(ckpt, got, "--resume on node0"))
+            left = checkpoint_problems(ckpt)  # the killed writer's temp directories are gone now
+            if left:
+                why.append(f"checkpoints after --resume: {left}")
         return "; ".join(w for w in why if w)
 
     def same_as_reference(self, ckpt, got, what):
@@ -375,13 +392,7 @@ class NetCampaign:
             self.hosts.set_link(victim, True)
         text = open(out + ".log", errors="replace").read()
         why = []
-        deadline = time.monotonic() + NET_LEFT_S
-        while self.left_on_hosts() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = self.left_on_hosts()
-        if left:
-            why.append(f"processes left {NET_LEFT_S} s after the job ended and the link came back: {left}")
-            self.hosts.kill_all()
+        why.append(self.processes_left())
         if p.returncode == 0:
             self.shards_outcomes["rode"] += 1
             why.append(self.differences(self.shards_ref, out))
@@ -420,6 +431,8 @@ class NetCampaign:
         if ended:
             text += (", " if text else "") + f"{len(ended)} ended {span(ended)} s after the fault"
         text += f"; {o['resumed_steps']} resumed steps' losses bitwise" if ended else "; losses bitwise"
+        if o.get("temp"):
+            text += f"; {o['temp']} save(s) cut short left step-N.tmp-PID, removed by --resume"
         if FAULTS[fault] == "loss":
             text += f"; {getattr(self, 'loss_method', '')}"
         return text
