@@ -192,6 +192,8 @@ for ((i = 0; i < ${#trainer_args[@]}; ++i)); do
     --tensor-parallel|--tensor-parallel=*|--tensor-model-parallel-size*|--pipeline-parallel|--pipeline-parallel=*|\
     --pipeline-model-parallel-size*|--virtual-stages*|--sequence-parallel)
       die "${a%%=*} after -- conflicts with the cases' layouts: write it in the case (e.g. 1n8g:tp2pp4v2sp)" ;;
+    --log-interval|--log-interval=*|--max-steps|--max-steps=*)
+      die "${a%%=*} after -- is the matrix's own (--log-interval 1: extract_logs.py averages every step; --steps sets --max-steps)" ;;
   esac
 done
 

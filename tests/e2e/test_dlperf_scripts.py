@@ -168,6 +168,11 @@ def check_layout_refusals(common):
         r = run([matrix, *common, "--gpus-per-node", 2, "--cases", f"1n1g {case}", "--dry-run"], expect=2)
         check(all(w in r.stderr for w in words) and r.stdout == "",
               f"--cases '1n1g {case}': exit 2 before any plan, {r.stderr.strip()}")
+    # The matrix's own trainer flags after --: refused up front (the trainer said "given twice").
+    for flag in ("--log-interval", "--max-steps"):
+        r = run([matrix, *common, "--cases", "1n1g", "--dry-run", "--", flag, 5], expect=2)
+        check(f"{flag} after -- is the matrix's own" in r.stderr and r.stdout == "",
+              f"-- {flag} 5: exit 2 before any plan, {r.stderr.strip()}")
 
 
 def layout_of(case):
