@@ -496,9 +496,16 @@ void TokenStoreJoin::move_piece(const std::string& dir, const std::string& piece
     size = begin;
     fault_point("store-move-chunk");  // tests: killed with a piece half moved
   }
+  // Gone in one step, then removed: killed halfway through removing its files, the piece would
+  // have lost its `moving` marker but kept store.json, and a resumed join would take it for a piece
+  // it never counted. A moved-piece-* directory left by a kill is cleared by the next run.
+  const std::string moved = path_join(dir_name(piece_dir), "moved-" + base_name(piece_dir));
   std::error_code ec;
-  std::filesystem::remove_all(piece_dir, ec);
-  if (ec) throw Error(Where{piece_dir}, cat("cannot remove the moved piece: ", ec.message()));
+  std::filesystem::remove_all(moved, ec);
+  std::filesystem::rename(piece_dir, moved, ec);
+  if (ec) throw Error(Where{piece_dir}, cat("cannot rename the moved piece: ", ec.message()));
+  std::filesystem::remove_all(moved, ec);
+  if (ec) throw Error(Where{moved}, cat("cannot remove the moved piece: ", ec.message()));
 }
 
 void TokenStoreJoin::commit(const std::string& dir, const TokenStoreCounts& total, int token_bytes,
