@@ -100,7 +100,7 @@ def train(hosts, a, case, name):
 def model_of(log, predictions):
     """scaling_model.py's --link-bert (layers, hidden, vocabulary, sequence, predictions) and the
     parameter count, from the trainer's config and model lines."""
-    config = json.loads(re.search(r"^Config: (\{.*\})$", log, re.M).group(1))
+    config = json.loads(re.search(r"^config: (\{.*\})$", log, re.M | re.I).group(1))
     vocab = int(re.search(r"\bvocab (\d+)", log).group(1))
     bert = f"{config['layers']},{config['hidden']},{vocab},{config['seq_len']},{predictions}"
     return bert, config["parameters"]
